@@ -1,0 +1,25 @@
+"""The `ivoai` command.
+
+`main()` dispatches the agent launch commands (`ivoai codex|claude|opencode`) before importing
+Typer, rich or pydantic: launching the official client must cost little more than starting the
+interpreter. Everything else goes through the Typer application in `_app`, whose sub-commands are
+imported lazily (see `_lazy`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+LAUNCH_COMMANDS = frozenset({"codex", "claude", "opencode"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in LAUNCH_COMMANDS:
+        from ivoai.cli._launch import launch_main
+
+        return launch_main(args)
+    from ivoai.cli._app import run
+
+    return run(args)

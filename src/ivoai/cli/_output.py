@@ -1,0 +1,58 @@
+"""Rendering helpers: tables on a TTY, plain text otherwise, `--json` for scripts, NO_COLOR honoured."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ivoai.common.jsonio import dumps
+from ivoai.common.redact import redact
+
+
+def print_json(obj: Any) -> None:
+    """One stable JSON document on stdout."""
+    sys.stdout.write(dumps(obj, indent=2) + "\n")
+
+
+def print_ndjson(obj: Any) -> None:
+    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def use_color() -> bool:
+    return is_tty() and "NO_COLOR" not in os.environ
+
+
+def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A rich table on a TTY; tab-separated plain text otherwise."""
+    materialized = [[redact("" if v is None else str(v)) for v in row] for row in rows]
+    if is_tty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for col in columns:
+            table.add_column(col)
+        for row in materialized:
+            table.add_row(*row)
+        Console(no_color=not use_color()).print(table)
+        return
+    sys.stdout.write("\t".join(columns) + "\n")
+    for row in materialized:
+        sys.stdout.write("\t".join(row) + "\n")
+
+
+def print_kv(pairs: Iterable[tuple[str, Any]]) -> None:
+    for key, value in pairs:
+        sys.stdout.write(f"{key}: {redact('' if value is None else str(value))}\n")
+
+
+def info(message: str) -> None:
+    """A human message on stderr (stdout stays clean for data)."""
+    sys.stderr.write(redact(message) + "\n")

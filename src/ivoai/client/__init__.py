@@ -1,0 +1,1 @@
+"""Client side: config, agents, compression, working context, sessions, knowledge, connections."""

@@ -1,0 +1,1 @@
+"""Shared foundations imported by every layer; imports nothing of `client` or `server`."""

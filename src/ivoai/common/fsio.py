@@ -1,0 +1,321 @@
+"""Safe local I/O: private modes, no-follow walks, atomic writes, containment, locks, bounded reads.
+
+Every file ivoai owns lives below one of its roots (see `paths.XdgPaths`, or a server data
+directory). Paths are walked from that root one component at a time with `O_NOFOLLOW` from a
+directory descriptor, so a symlink planted anywhere from the root down is refused, while a
+user's symlinked home *above* the root is fine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ivoai.common.errors import LockTimeoutError, TooLargeError, UnsafePathError
+from ivoai.common.limits import LOCK_TIMEOUT_SECONDS
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _relparts(root: Path, path: Path) -> list[str]:
+    """Split `path` into components below `root`, refusing anything that escapes it."""
+    root_abs = Path(os.path.abspath(root))
+    path_abs = Path(os.path.abspath(path))
+    try:
+        rel = path_abs.relative_to(root_abs)
+    except ValueError:
+        raise UnsafePathError(f"{path} is outside {root}") from None
+    parts = [p for p in rel.parts if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise UnsafePathError(f"{path} escapes {root}")
+    return parts
+
+
+def validate_relative(rel: str) -> list[str]:
+    """Return the components of a relative path, refusing absolute paths, `..`, NUL and empties."""
+    if not rel or "\x00" in rel:
+        raise UnsafePathError(f"invalid relative path {rel!r}")
+    if rel.startswith("/"):
+        raise UnsafePathError(f"absolute path not allowed: {rel!r}")
+    parts = rel.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise UnsafePathError(f"path component {part!r} not allowed in {rel!r}")
+    return parts
+
+
+def check_stat(st: os.stat_result, path: Path | str, *, private: bool, expect_dir: bool | None) -> None:
+    """Refuse symlinks, a foreign owner, group/world-writable modes and (if private) any group/other bits."""
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePathError(f"{path} is a symlink; remove it (ivoai never follows links in its own tree)")
+    if expect_dir is True and not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{path} is not a directory")
+    if expect_dir is False and not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(f"{path} is not a regular file")
+    if st.st_uid != os.geteuid():
+        raise UnsafePathError(f"{path} is owned by uid {st.st_uid}, not by you (uid {os.geteuid()})")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o022:
+        raise UnsafePathError(f"{path} has mode {mode:04o} (group/world-writable); fix: chmod go-w {path}")
+    if private and mode & 0o077:
+        want = "0700" if stat.S_ISDIR(st.st_mode) else "0600"
+        raise UnsafePathError(f"{path} has mode {mode:04o}, expected {want}; fix: chmod {want} {path}")
+
+
+def _open_root(root: Path, *, create: bool) -> int:
+    if create:
+        try:
+            os.makedirs(root.parent, exist_ok=True)
+            os.mkdir(root, PRIVATE_DIR_MODE)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePathError(f"{root} is a symlink or not a directory; replace it with a real directory") from None
+        raise
+    try:
+        check_stat(os.fstat(fd), root, private=True, expect_dir=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_private_dir(root: Path, path: Path | None = None, *, create: bool = False) -> int:
+    """Open `path` (default: `root`) as a verified private directory; return its descriptor.
+
+    Each component from `root` down is opened with `O_NOFOLLOW` relative to its parent's
+    descriptor and checked: a regular directory, owned by us, mode 0700. With `create`, missing
+    components are created with mode 0700.
+
+    Raises:
+        UnsafePathError: a component is a symlink, foreign-owned, or has a loose mode.
+        FileNotFoundError: a component is missing and `create` is false.
+    """
+    target = root if path is None else path
+    parts = _relparts(root, target)
+    fd = _open_root(root, create=create)
+    current = Path(os.path.abspath(root))
+    try:
+        for part in parts:
+            current = current / part
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, PRIVATE_DIR_MODE, dir_fd=fd)
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafePathError(f"{current} is a symlink or not a directory") from None
+                raise
+            os.close(fd)
+            fd = nfd
+            check_stat(os.fstat(fd), current, private=True, expect_dir=True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def ensure_private_dir(root: Path, path: Path | None = None) -> Path:
+    """Create (0700) and verify `path` below `root`; return it."""
+    os.close(open_private_dir(root, path, create=True))
+    return root if path is None else path
+
+
+def open_private_file(root: Path, path: Path, flags: int = os.O_RDONLY) -> int:
+    """Open a private file below `root` without following links; verify owner and 0600 mode.
+
+    Raises:
+        UnsafePathError: the file or a parent component is unsafe.
+        FileNotFoundError: it does not exist.
+    """
+    dfd = open_private_dir(root, path.parent)
+    try:
+        try:
+            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(f"{path} is a symlink; remove it") from None
+            raise
+    finally:
+        os.close(dfd)
+    try:
+        check_stat(os.fstat(fd), path, private=True, expect_dir=False)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_fd_bounded(fd: int, max_bytes: int, *, what: str = "file") -> bytes:
+    """Read all of `fd` but refuse more than `max_bytes`.
+
+    Raises:
+        TooLargeError: the content exceeds the limit.
+    """
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        block = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+        if not block:
+            break
+        total += len(block)
+        if total > max_bytes:
+            raise TooLargeError(f"{what} exceeds the limit of {max_bytes} bytes")
+        chunks.append(block)
+    return b"".join(chunks)
+
+
+def read_private_file(root: Path, path: Path, max_bytes: int) -> bytes:
+    """Read a verified private file below `root`, bounded to `max_bytes`."""
+    fd = open_private_file(root, path)
+    try:
+        return read_fd_bounded(fd, max_bytes, what=str(path))
+    finally:
+        os.close(fd)
+
+
+def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes | None:
+    """Like `read_private_file`, but None when the file (or its directory) does not exist."""
+    try:
+        return read_private_file(root, path, max_bytes)
+    except FileNotFoundError:
+        return None
+
+
+def atomic_write(root: Path, path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
+    """Replace `path` with `data` atomically: private staging file, fsync, rename, fsync directory.
+
+    The staging file lives in the target directory (same filesystem) under a random name and is
+    created with O_EXCL|O_NOFOLLOW at `mode`, so a reader sees the old or the new content, never
+    a partial one, even if this process is killed mid-write.
+    """
+    dfd = open_private_dir(root, path.parent, create=True)
+    tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            existing = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and stat.S_ISDIR(existing.st_mode):
+            raise UnsafePathError(f"{path} is a directory")
+        os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        tmp = ""
+        os.fsync(dfd)
+    finally:
+        if tmp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dfd)
+        os.close(dfd)
+
+
+def is_within(root: Path, path: Path) -> bool:
+    """True when the resolved `path` is `root` or lies below it (both resolved)."""
+    r = os.path.realpath(root)
+    p = os.path.realpath(path)
+    return os.path.commonpath([r, p]) == r
+
+
+def open_beneath(root_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
+    """Open `rel` below the directory `root_fd`, one component at a time, never following links.
+
+    Raises:
+        UnsafePathError: `rel` is absolute, contains `..`, or a component is a symlink.
+    """
+    parts = validate_relative(rel)
+    fd = os.dup(root_fd)
+    try:
+        for part in parts[:-1]:
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise UnsafePathError(f"{rel}: component {part!r} is a symlink or not a directory") from None
+                raise
+            os.close(fd)
+            fd = nfd
+        try:
+            return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(f"{rel} is a symlink") from None
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(root: Path, lock_path: Path, *, timeout: float = LOCK_TIMEOUT_SECONDS, shared: bool = False) -> Iterator[None]:
+    """Hold an advisory `flock` on `lock_path` (created 0600 below `root`) for the block.
+
+    Raises:
+        LockTimeoutError: another process held the lock for longer than `timeout` seconds.
+    """
+    dfd = open_private_dir(root, lock_path.parent, create=True)
+    try:
+        fd = os.open(lock_path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        check_stat(os.fstat(fd), lock_path, private=True, expect_dir=False)
+        op = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, op)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"timed out after {timeout:g}s waiting for lock {lock_path}; another ivoai process holds it"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def describe_mode(path: Path) -> dict[str, object]:
+    """Facts about one path for doctor: exists, kind, mode, owner check, symlink."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {"path": str(path), "exists": False}
+    kind = "symlink" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "file"
+    return {
+        "path": str(path),
+        "exists": True,
+        "kind": kind,
+        "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+        "owned_by_you": st.st_uid == os.geteuid(),
+    }

