@@ -1,0 +1,63 @@
+"""`ivoai server [--data-dir DIR] ...`: every server command; sub-commands are loaded lazily.
+
+Each subsystem owns its own module; this table is the only shared edit point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ivoai.cli._lazy import Registry, lazy_group
+
+COMMANDS: Registry = {
+    # server lifecycle (gateway)
+    "init": ("ivoai.cli.server.lifecycle:init_command", "Create the server data directory and config."),
+    "start": ("ivoai.cli.server.lifecycle:start_command", "Run the server in the foreground."),
+    "status": ("ivoai.cli.server.lifecycle:status_command", "Show the server's state."),
+    "enrollment": ("ivoai.cli.server.enrollment:app", "One-time enrollment codes for clients."),
+    "clients": ("ivoai.cli.server.enrollment:clients_app", "Enrolled clients: list, revoke."),
+    "web-access": ("ivoai.cli.server.webaccess:app", "Activation codes for the Web MCP consent page."),
+    "skill": ("ivoai.cli.server.skill:app", "The ivoai-memory-context skill."),
+    # context service
+    "connector": ("ivoai.cli.server.connector:app", "Context connectors: add, list, remove."),
+    "ingest": ("ivoai.cli.server.connector:ingest_command", "Ingest connectors into the context index."),
+    "context": ("ivoai.cli.server.context:app", "Search, status and rebuild of the context index."),
+    # memory service
+    "memory": ("ivoai.cli.server.memory:app", "Durable memory pages: query, read, write, export."),
+}
+
+app = typer.Typer(cls=lazy_group(COMMANDS), no_args_is_help=True, help="Run and administer an ivoai server.")
+
+
+@app.callback()
+def _server(
+    ctx: typer.Context,
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Server data directory (default $XDG_DATA_HOME/ivoai/server).", envvar="IVOAI_SERVER_DATA_DIR"
+    ),
+) -> None:
+    ctx.obj = data_dir
+
+
+def data_dir_from(ctx: typer.Context) -> Path:
+    """The `--data-dir` given to `ivoai server`, or the default; sub-commands call this."""
+    root = ctx.find_root()
+    for c in (ctx, *_parents(ctx)):
+        if isinstance(c.obj, Path):
+            return c.obj
+        if c is root:
+            break
+    from ivoai.common.paths import xdg_paths
+
+    return xdg_paths().server_data_dir
+
+
+def _parents(ctx: typer.Context) -> list[typer.Context]:
+    out = []
+    parent = ctx.parent
+    while parent is not None:
+        out.append(parent)
+        parent = parent.parent
+    return out
