@@ -28,7 +28,9 @@ COMMANDS: Registry = {
     "memory": ("ivoai.cli.server.memory:app", "Durable memory pages: query, read, write, export."),
 }
 
-app = typer.Typer(cls=lazy_group(COMMANDS), no_args_is_help=True, help="Run and administer an ivoai server.")
+app = typer.Typer(
+    cls=lazy_group(COMMANDS), no_args_is_help=True, add_completion=False, help="Run and administer an ivoai server."
+)
 
 
 @app.callback()
