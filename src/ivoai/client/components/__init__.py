@@ -1,0 +1,1 @@
+"""Pinned component manifest and installers."""

@@ -1,0 +1,1 @@
+"""Fidelity classes, compression providers (caveman, headroom, direct), selection, telemetry."""

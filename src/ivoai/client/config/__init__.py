@@ -1,0 +1,1 @@
+"""config.toml (style-preserving round trip), secrets store, ownership manifest, migrations."""

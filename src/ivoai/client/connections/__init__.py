@@ -1,0 +1,1 @@
+"""connect chatgpt | claude | server (enrollment client) | mcp."""

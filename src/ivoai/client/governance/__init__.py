@@ -1,0 +1,1 @@
+"""Context governance: stable prefix, deterministic compaction, large-output previews, metrics."""

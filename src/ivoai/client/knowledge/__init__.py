@@ -1,0 +1,1 @@
+"""Server profiles, pools, the per-session knowledge router, circuit breakers."""

@@ -1,0 +1,1 @@
+"""AUTO orchestration (not built yet)."""

@@ -1,0 +1,1 @@
+"""Session records, PID start markers, monitor."""

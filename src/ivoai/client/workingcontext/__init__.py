@@ -1,0 +1,1 @@
+"""WorkingContext: the private ArtifactStore, refs, WorkerResult, projector, GC."""

@@ -1,0 +1,1 @@
+"""Enrollment codes, client credentials, OAuth provider, activation codes, scopes."""

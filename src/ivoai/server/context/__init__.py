@@ -1,0 +1,1 @@
+"""Context (RAG) service: connectors, filter, normalize, chunker, embeddings, index, catalog, ingest."""

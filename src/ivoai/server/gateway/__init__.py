@@ -1,0 +1,1 @@
+"""Discovery, health/ready, enrollment API, MCP mounts, Web MCP facade, admin allowlist."""

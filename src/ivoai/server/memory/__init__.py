@@ -1,0 +1,1 @@
+"""Memory service: page store, tools, hook intake."""

@@ -1,0 +1,1 @@
+"""Skill registry and MCP skill delivery."""
