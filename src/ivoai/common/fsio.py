@@ -85,7 +85,9 @@ def _open_root(root: Path, *, create: bool) -> int:
         raise
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafePathError(f"{root} is a symlink or not a directory; replace it with a real directory") from None
+            raise UnsafePathError(
+                f"{root} is a symlink or not a directory; replace it with a real directory"
+            ) from None
         raise
     try:
         check_stat(os.fstat(fd), root, private=True, expect_dir=True)
@@ -137,7 +139,9 @@ def ensure_private_dir(root: Path, path: Path | None = None) -> Path:
     return root if path is None else path
 
 
-def open_private_file(root: Path, path: Path, flags: int = os.O_RDONLY) -> int:
+def open_private_file(
+    root: Path, path: Path, flags: int = os.O_RDONLY, *, mode: int = PRIVATE_FILE_MODE
+) -> int:
     """Open a private file below `root` without following links; verify owner and 0600 mode.
 
     Raises:
@@ -147,7 +151,7 @@ def open_private_file(root: Path, path: Path, flags: int = os.O_RDONLY) -> int:
     dfd = open_private_dir(root, path.parent)
     try:
         try:
-            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise UnsafePathError(f"{path} is a symlink; remove it") from None
@@ -198,17 +202,13 @@ def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes |
         return None
 
 
-def atomic_write(root: Path, path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
-    """Replace `path` with `data` atomically: private staging file, fsync, rename, fsync directory.
-
-    The staging file lives in the target directory (same filesystem) under a random name and is
-    created with O_EXCL|O_NOFOLLOW at `mode`, so a reader sees the old or the new content, never
-    a partial one, even if this process is killed mid-write.
-    """
-    dfd = open_private_dir(root, path.parent, create=True)
+def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
+    """Stage `data` next to `path.name` in directory `dfd`, fsync, rename over it, fsync the directory."""
     tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd
+        )
         try:
             os.fchmod(fd, mode)
             view = memoryview(data)
@@ -231,7 +231,61 @@ def atomic_write(root: Path, path: Path, data: bytes, *, mode: int = PRIVATE_FIL
         if tmp:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=dfd)
+
+
+def atomic_write(root: Path, path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
+    """Replace `path` with `data` atomically: private staging file, fsync, rename, fsync directory.
+
+    The staging file lives in the target directory (same filesystem) under a random name and is
+    created with O_EXCL|O_NOFOLLOW at `mode`, so a reader sees the old or the new content, never
+    a partial one, even if this process is killed mid-write.
+    """
+    dfd = open_private_dir(root, path.parent, create=True)
+    try:
+        _write_staged(dfd, path, data, mode)
+    finally:
         os.close(dfd)
+
+
+def atomic_write_in_dir(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Atomically replace `path` in a directory ivoai does not own (e.g. `.ivoai.toml` at a git root).
+
+    The directory is the user's, so its mode is not checked, but a symlink or directory at `path`
+    itself is refused and the same stage/fsync/rename/fsync sequence as `atomic_write` is used.
+
+    Raises:
+        UnsafePathError: `path` is a symlink or a directory.
+    """
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            st = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise UnsafePathError(f"{path} is a symlink; remove it (ivoai never writes through links)")
+        _write_staged(dfd, path, data, mode)
+    finally:
+        os.close(dfd)
+
+
+def remove_stale_staging(root: Path, path: Path) -> int:
+    """Delete staging files `.NAME.tmp-*` left next to `path` by a killed writer; return how many.
+
+    Call it only while holding the lock that serializes writers of `path`.
+    """
+    dfd = open_private_dir(root, path.parent)
+    removed = 0
+    try:
+        prefix = f".{path.name}.tmp-"
+        for name in os.listdir(dfd):
+            if name.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=dfd)
+                    removed += 1
+    finally:
+        os.close(dfd)
+    return removed
 
 
 def is_within(root: Path, path: Path) -> bool:
@@ -255,7 +309,9 @@ def open_beneath(root_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
                 nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePathError(f"{rel}: component {part!r} is a symlink or not a directory") from None
+                    raise UnsafePathError(
+                        f"{rel}: component {part!r} is a symlink or not a directory"
+                    ) from None
                 raise
             os.close(fd)
             fd = nfd
@@ -270,7 +326,9 @@ def open_beneath(root_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
 
 
 @contextlib.contextmanager
-def file_lock(root: Path, lock_path: Path, *, timeout: float = LOCK_TIMEOUT_SECONDS, shared: bool = False) -> Iterator[None]:
+def file_lock(
+    root: Path, lock_path: Path, *, timeout: float = LOCK_TIMEOUT_SECONDS, shared: bool = False
+) -> Iterator[None]:
     """Hold an advisory `flock` on `lock_path` (created 0600 below `root`) for the block.
 
     Raises:
@@ -278,7 +336,12 @@ def file_lock(root: Path, lock_path: Path, *, timeout: float = LOCK_TIMEOUT_SECO
     """
     dfd = open_private_dir(root, lock_path.parent, create=True)
     try:
-        fd = os.open(lock_path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE, dir_fd=dfd)
+        fd = os.open(
+            lock_path.name,
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE,
+            dir_fd=dfd,
+        )
     finally:
         os.close(dfd)
     try:
@@ -293,7 +356,8 @@ def file_lock(root: Path, lock_path: Path, *, timeout: float = LOCK_TIMEOUT_SECO
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeoutError(
-                        f"timed out after {timeout:g}s waiting for lock {lock_path}; another ivoai process holds it"
+                        f"timed out after {timeout:g}s waiting for lock {lock_path}; "
+                        "another ivoai process holds it"
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)

@@ -64,3 +64,76 @@ AUTO_MAX_FAILOVERS = 2
 # Subprocesses
 PROBE_TIMEOUT_SECONDS = 15.0  # `--version` / auth-status probes of the official CLIs
 TERM_GRACE_SECONDS = 5.0  # bounded TERM -> KILL sequence
+
+# --- Foundation (issue 2): config, secrets, ownership, identity, doctor ---
+SECRET_VALUE_MAX_BYTES = 64 * KIB  # a credential, not a document
+SECRETS_MAX_ENTRIES = 1024
+SECRET_ID_MAX_CHARS = 96
+OWNERSHIP_MAX_ENTRIES = 4096
+PROJECT_MARKER_MAX_BYTES = 64 * KIB
+HOSTNAME_MAX_CHARS = 253  # RFC 1035 full name
+CONFIG_VALUE_MAX_CHARS = 4096
+DOCTOR_DIR_LISTING_MAX_ENTRIES = 200  # entries per ivoai root that doctor describes
+
+# --- Context service (issue 4) ---
+CONTEXT_RECENT_MAX_RESULTS = 100
+CONTEXT_QUERY_MAX_CHARS = 2000  # a query longer than this is a document, not a query
+CONTEXT_BUDGET_MIN_BYTES = 256  # a result budget below this could not hold one useful snippet
+CONTEXT_CONNECTOR_NAME_MAX_CHARS = 64
+CONTEXT_CONNECTORS_MAX = 64
+CONTEXT_WALK_MAX_DEPTH = 64  # bounds open directory descriptors during a no-follow walk
+CONTEXT_BINARY_SNIFF_BYTES = 8 * KIB  # a NUL byte in this prefix marks a file as binary
+CONTEXT_EMBED_BATCH_SIZE = 16  # chunks per embedder call
+CONTEXT_WORK_BATCH_CHUNKS = 64  # chunks embedded before their documents are committed
+CONTEXT_INDEX_UPSERT_BATCH = 256
+CONTEXT_PREFETCH_MIN = 50  # candidates fetched from each of dense and lexical before fusion
+CONTEXT_RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al.)
+CONTEXT_DENSE_FLOOR = 0.80  # relevance floor: e5 cosine below this only counts with a lexical match
+GIT_LS_FILES_MAX_BYTES = 64 * MIB
+GIT_TIMEOUT_SECONDS = 60.0
+TEI_TIMEOUT_SECONDS = 120.0  # a CPU TEI batch of long passages can take this long
+TEI_RESPONSE_MAX_BYTES = 64 * MIB
+TEI_API_KEY_MAX_BYTES = 4 * KIB
+INGEST_LOCK_WAIT_SECONDS = 0.5  # a second ingest fails fast instead of queueing behind the first
+
+# --- Memory service (issue 5) ---
+MEMORY_NAME_MAX_CHARS = 64  # workspace / project names
+MEMORY_PATH_MAX_BYTES = 512  # a normalized page path, UTF-8
+MEMORY_PATH_COMPONENT_MAX_BYTES = 255  # one path component (a file name on export)
+MEMORY_PATH_MAX_DEPTH = 16
+MEMORY_TITLE_MAX_CHARS = 200
+MEMORY_TAGS_MAX = 20
+MEMORY_TAG_MAX_CHARS = 64  # also the bound of one entity and of `kind`
+MEMORY_ENTITIES_MAX = 10
+MEMORY_QUERY_MAX_CHARS = 2000
+MEMORY_QUERY_MAX_TERMS = 32  # search terms kept from a query (the rest are ignored)
+MEMORY_RECENT_MAX_RESULTS = 100
+MEMORY_FEEDBACK_NOTE_MAX_CHARS = 1000
+MEMORY_HOOK_EVENT_MAX_BYTES = 64 * KIB  # one hook event, JSON
+MEMORY_HOOK_BATCH_MAX_EVENTS = 100
+MEMORY_HOOK_TEXT_MAX_CHARS = 4000  # a prompt or message is cut (with a marker) beyond this
+MEMORY_HOOK_FILES_MAX = 50  # files named by one hook event
+MEMORY_SESSION_MAX_EVENTS = 2000  # events kept per session; later ones are counted, not stored
+MEMORY_SESSION_HISTORY_MAX_VERSIONS = 20  # superseded versions kept for generated session pages
+MEMORY_SEMANTIC_SCAN_MAX_PAGES = 20_000  # most recent pages per query scanned for semantic ranking
+MEMORY_EMBED_MAX_CHARS = 2000  # of title + body embedded (the model reads 512 tokens)
+MEMORY_SQLITE_BUSY_TIMEOUT_SECONDS = 10.0  # a writer waits this long for another writer's transaction
+
+# --- Agent launcher, compression, sessions (issue 8) ---
+LAUNCH_KNOWLEDGE_SOURCES_MAX = 32  # `--knowledge-source` selectors per launch
+LAUNCH_SELECTOR_MAX_CHARS = 128
+PROBE_OUTPUT_MAX_BYTES = 64 * KIB  # `--version` / auth-status output kept from a probe
+CAVEMAN_HEALTH_TIMEOUT_SECONDS = 10.0  # bounded wait for the proxy's /health/ready
+CAVEMAN_HEALTH_POLL_SECONDS = 0.05  # first poll interval (doubles up to 0.25 s)
+CAVEMAN_HEALTH_MAX_BYTES = 16 * KIB  # a health document larger than this is not one
+CAVEMAN_VERSION_TIMEOUT_SECONDS = 5.0  # `caveman-proxy version --json`
+CAVEMAN_BINARY_MAX_BYTES = 256 * MIB  # hashed in full for the pin check
+HEADROOM_PROBE_TIMEOUT_SECONDS = 15.0  # `headroom --version` / `wrap --help` (a Python CLI: slow start)
+SUPERVISOR_POLL_SECONDS = 0.5  # signal-wait timeout: bounds how late a TERM -> KILL escalation runs
+SESSION_RECORD_MAX_BYTES = 64 * KIB
+SESSIONS_LIST_MAX = 1000  # session records listed; older ones are still kept
+SESSION_ENDED_KEEP = 200  # ended records kept; older ended ones are pruned on launch
+TELEMETRY_FILE_MAX_BYTES = 1 * MIB  # rotate the compression NDJSON log beyond this
+TELEMETRY_ROTATIONS_KEPT = 3  # telemetry.ndjson.1 .. .3
+TELEMETRY_EVENT_MAX_BYTES = 2 * KIB  # one event line
+MONITOR_INTERVAL_SECONDS = 2.0  # `ivoai monitor --watch` refresh

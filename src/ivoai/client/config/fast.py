@@ -1,0 +1,83 @@
+"""Read config.toml with the stdlib `tomllib` only: the launch path uses this and must stay import-light.
+
+No tomlkit, no pydantic here (a test pins that). The returned dict is the raw document; callers
+that need validated values use `ivoai.client.config.store.load_config`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ivoai.client.config.errors import ConfigError, ConfigSchemaError
+from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION
+from ivoai.common.fsio import read_private_file_or_none
+from ivoai.common.limits import CONFIG_MAX_BYTES
+from ivoai.common.paths import XdgPaths, xdg_paths
+
+_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def toml_error(path: Path, reason: str, line: int | None, col: int | None) -> ConfigError:
+    """A ConfigError naming the file and line, with the parser's reason (never the offending text)."""
+    where = f"line {line}, column {col}" if line is not None else "end of document"
+    return ConfigError(
+        f"{path}: invalid TOML at {where}: {reason}; the file was left untouched, fix it by hand"
+    )
+
+
+def decode_config_bytes(path: Path, raw: bytes) -> str:
+    """UTF-8 decode with an error naming the file and the line of the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: invalid UTF-8 at line {line}; the file was left untouched") from None
+
+
+def check_schema(path: Path, value: object) -> int:
+    """Validate the top-level `schema` value; a newer schema than this code knows fails closed."""
+    if value is None:
+        return CONFIG_SCHEMA_VERSION
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: `schema` must be a positive integer")
+    if value > CONFIG_SCHEMA_VERSION:
+        raise ConfigSchemaError(
+            f"{path} has schema {value}, newer than this ivoai understands ({CONFIG_SCHEMA_VERSION}); "
+            "upgrade ivoai (the file was not changed)"
+        )
+    return value
+
+
+def parse_config_text(path: Path, text: str) -> dict[str, Any]:
+    """Parse TOML text with tomllib; errors name the file and line."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _AT.search(message)
+        if match:
+            raise toml_error(
+                path, message[: match.start()], int(match.group(1)), int(match.group(2))
+            ) from None
+        raise toml_error(path, message.replace("(at end of document)", "").strip(), None, None) from None
+    check_schema(path, data.get("schema"))
+    return data
+
+
+def read_config_fast(paths: XdgPaths | None = None) -> dict[str, Any]:
+    """The raw config.toml as a dict ({} when absent), read safely and schema-checked.
+
+    Raises:
+        ConfigError: the file is not valid TOML (message names file and line).
+        ConfigSchemaError: the file has a newer schema.
+        UnsafePathError: the file or its directory is a symlink, foreign-owned or has a loose mode.
+        TooLargeError: the file exceeds CONFIG_MAX_BYTES.
+    """
+    paths = paths or xdg_paths()
+    raw = read_private_file_or_none(paths.config, paths.config_file, CONFIG_MAX_BYTES)
+    if raw is None:
+        return {}
+    return parse_config_text(paths.config_file, decode_config_bytes(paths.config_file, raw))

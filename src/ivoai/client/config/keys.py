@@ -1,0 +1,100 @@
+"""The config keys ivoai knows, their allowed values and defaults (import-light: no tomlkit/pydantic)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ivoai.client.config.errors import UnknownConfigKeyError
+from ivoai.common.errors import UsageError
+from ivoai.common.limits import AUTO_WORKERS_DEFAULT, AUTO_WORKERS_MAX, CONFIG_VALUE_MAX_CHARS
+
+CONFIG_SCHEMA_VERSION = 1
+
+COMPRESSION_PROVIDERS = ("caveman", "headroom", "direct")
+# Who chose compression.provider (seed 003): a fresh default, a migrated legacy value, or the user.
+COMPRESSION_SOURCES = ("default", "migration", "explicit")
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One user-settable key: dotted name, help, and either a choice list or an integer range."""
+
+    key: str
+    description: str
+    default: str | int
+    choices: tuple[str, ...] = ()
+    int_range: tuple[int, int] | None = None
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.split(".", 1)[1]
+
+    def allowed(self) -> str:
+        """Human description of the allowed values."""
+        if self.choices:
+            return "|".join(self.choices)
+        if self.int_range is not None:
+            return f"integer {self.int_range[0]}..{self.int_range[1]}"
+        return "string"
+
+    def parse(self, raw: str) -> str | int:
+        """Validate a command-line value; raise UsageError naming the key and the allowed values."""
+        if len(raw) > CONFIG_VALUE_MAX_CHARS:
+            raise UsageError(f"value for {self.key} exceeds {CONFIG_VALUE_MAX_CHARS} characters")
+        if self.choices:
+            if raw not in self.choices:
+                raise UsageError(f"invalid value for {self.key}; expected one of: {', '.join(self.choices)}")
+            return raw
+        if self.int_range is not None:
+            lo, hi = self.int_range
+            try:
+                number = int(raw, 10)
+            except ValueError:
+                raise UsageError(f"invalid value for {self.key}; expected an integer {lo}..{hi}") from None
+            if not lo <= number <= hi:
+                raise UsageError(f"invalid value for {self.key}; expected an integer {lo}..{hi}")
+            return number
+        return raw
+
+
+KNOWN_KEYS: dict[str, KeySpec] = {
+    spec.key: spec
+    for spec in (
+        KeySpec(
+            "compression.provider",
+            "Requested compression provider for launched agents (seed 003).",
+            default="caveman",
+            choices=COMPRESSION_PROVIDERS,
+        ),
+        KeySpec(
+            "auto.workers",
+            "Concurrent AUTO workers (default 2, hard cap 3).",
+            default=AUTO_WORKERS_DEFAULT,
+            int_range=(1, AUTO_WORKERS_MAX),
+        ),
+    )
+}
+
+# Keys ivoai records itself; shown by `config show`, refused by `config set`.
+INTERNAL_KEYS: dict[str, str] = {
+    "compression.source": "set compression.provider instead (ivoai records compression.source itself)",
+}
+
+
+def key_spec(key: str) -> KeySpec:
+    """The spec of a user-settable key.
+
+    Raises:
+        UnknownConfigKeyError: the key is unknown or internal; the message lists the valid keys.
+    """
+    spec = KNOWN_KEYS.get(key)
+    if spec is not None:
+        return spec
+    valid = ", ".join(sorted(KNOWN_KEYS))
+    if key in INTERNAL_KEYS:
+        raise UnknownConfigKeyError(f"{key} cannot be set: {INTERNAL_KEYS[key]}; valid keys: {valid}")
+    raise UnknownConfigKeyError(f"unknown config key {key!r}; valid keys: {valid}")
