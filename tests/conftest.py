@@ -44,7 +44,7 @@ class CliResult:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> "CliRunner":
+def cli(capsys: pytest.CaptureFixture[str]) -> CliRunner:
     return CliRunner(capsys)
 
 
@@ -61,8 +61,9 @@ class CliRunner:
         return CliResult(code, captured.out, captured.err)
 
 
-def run_ivoai(*args: str, input_text: str | None = None, timeout: float = 120.0,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_ivoai(
+    *args: str, input_text: str | None = None, timeout: float = 120.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run `python -m ivoai ARGS` as a real process with the current (test) environment."""
     return subprocess.run(
         [sys.executable, "-m", "ivoai", *args],
@@ -79,5 +80,7 @@ def tool_path(name: str) -> Path:
     """A real peer installed by scripts/test (tools/node_modules/.bin or the headroom venv)."""
     base = Path(os.environ.get("IVOAI_TEST_TOOLS_DIR", REPO_ROOT / "tools" / "node_modules" / ".bin"))
     if name == "headroom":
-        return Path(os.environ.get("IVOAI_TEST_HEADROOM", REPO_ROOT / ".tools" / "headroom" / "bin" / "headroom"))
+        return Path(
+            os.environ.get("IVOAI_TEST_HEADROOM", REPO_ROOT / ".tools" / "headroom" / "bin" / "headroom")
+        )
     return base / name

@@ -47,7 +47,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for unexpected errors."),
 ) -> None:
     if debug:
@@ -77,9 +79,11 @@ def run(args: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 1
-    except Exception as exc:  # noqa: BLE001 - the top-level handler that turns any error into exit 1
+    except Exception as exc:
         if debug:
             raise
-        sys.stderr.write(f"ivoai: internal error: {redact(type(exc).__name__ + ': ' + str(exc))} (rerun with --debug)\n")
+        sys.stderr.write(
+            f"ivoai: internal error: {redact(type(exc).__name__ + ': ' + str(exc))} (rerun with --debug)\n"
+        )
         return 1
     return 0

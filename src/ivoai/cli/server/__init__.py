@@ -29,7 +29,10 @@ COMMANDS: Registry = {
 }
 
 app = typer.Typer(
-    cls=lazy_group(COMMANDS), no_args_is_help=True, add_completion=False, help="Run and administer an ivoai server."
+    cls=lazy_group(COMMANDS),
+    no_args_is_help=True,
+    add_completion=False,
+    help="Run and administer an ivoai server.",
 )
 
 
@@ -37,7 +40,10 @@ app = typer.Typer(
 def _server(
     ctx: typer.Context,
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Server data directory (default $XDG_DATA_HOME/ivoai/server).", envvar="IVOAI_SERVER_DATA_DIR"
+        None,
+        "--data-dir",
+        help="Server data directory (default $XDG_DATA_HOME/ivoai/server).",
+        envvar="IVOAI_SERVER_DATA_DIR",
     ),
 ) -> None:
     ctx.obj = data_dir
@@ -45,21 +51,9 @@ def _server(
 
 def data_dir_from(ctx: typer.Context) -> Path:
     """The `--data-dir` given to `ivoai server`, or the default; sub-commands call this."""
-    root = ctx.find_root()
-    for c in (ctx, *_parents(ctx)):
-        if isinstance(c.obj, Path):
-            return c.obj
-        if c is root:
-            break
+    found = ctx.find_object(Path)
+    if isinstance(found, Path):
+        return found
     from ivoai.common.paths import xdg_paths
 
     return xdg_paths().server_data_dir
-
-
-def _parents(ctx: typer.Context) -> list[typer.Context]:
-    out = []
-    parent = ctx.parent
-    while parent is not None:
-        out.append(parent)
-        parent = parent.parent
-    return out
