@@ -1,0 +1,232 @@
+"""Schema migrations: ordered, named steps; `PRAGMA user_version` records how many ran.
+
+A step is appended, never edited or reordered, once released. A database whose version is newer
+than the last step here (or whose recorded step names differ) is refused untouched: it was written
+by a newer or different ivoai, and guessing would risk the user's memory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ivoai.server.memory.errors import MemorySchemaError
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _script(conn: sqlite3.Connection, script: str) -> None:
+    """Run `script` statement by statement (`executescript` would commit the open transaction)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        if not pending and (not line.strip() or line.strip().startswith("--")):
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            conn.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError("incomplete SQL statement in migration")
+
+
+def _pages(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+        CREATE TABLE schema_migrations (
+            version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL
+        ) STRICT;
+        -- The head row of each page: its current version (a tombstone after a delete).
+        CREATE TABLE pages (
+            id INTEGER PRIMARY KEY,
+            workspace TEXT NOT NULL,
+            project TEXT NOT NULL,
+            path TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            deleted INTEGER NOT NULL DEFAULT 0,
+            title TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            entities TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            expires_at REAL,
+            body TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (workspace, project, path)
+        ) STRICT;
+        CREATE INDEX pages_scope_updated ON pages (workspace, project, deleted, updated_at);
+        -- Superseded versions (including the content a tombstone replaced).
+        CREATE TABLE page_versions (
+            page_id INTEGER NOT NULL REFERENCES pages (id),
+            version INTEGER NOT NULL,
+            deleted INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            entities TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            pinned INTEGER NOT NULL,
+            expires_at REAL,
+            body TEXT NOT NULL,
+            written_at REAL NOT NULL,
+            PRIMARY KEY (page_id, version)
+        ) STRICT;
+        CREATE VIRTUAL TABLE pages_fts USING fts5 (
+            path, title, body, tags, entities,
+            content = 'pages', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER pages_fts_insert AFTER INSERT ON pages BEGIN
+            INSERT INTO pages_fts (rowid, path, title, body, tags, entities)
+            VALUES (new.id, new.path, new.title, new.body, new.tags, new.entities);
+        END;
+        CREATE TRIGGER pages_fts_delete AFTER DELETE ON pages BEGIN
+            INSERT INTO pages_fts (pages_fts, rowid, path, title, body, tags, entities)
+            VALUES ('delete', old.id, old.path, old.title, old.body, old.tags, old.entities);
+        END;
+        CREATE TRIGGER pages_fts_update AFTER UPDATE OF path, title, body, tags, entities ON pages BEGIN
+            INSERT INTO pages_fts (pages_fts, rowid, path, title, body, tags, entities)
+            VALUES ('delete', old.id, old.path, old.title, old.body, old.tags, old.entities);
+            INSERT INTO pages_fts (rowid, path, title, body, tags, entities)
+            VALUES (new.id, new.path, new.title, new.body, new.tags, new.entities);
+        END;
+        """,
+    )
+
+
+def _feedback(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        """
+        ALTER TABLE pages ADD COLUMN useful INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE pages ADD COLUMN not_useful INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE page_feedback (
+            id INTEGER PRIMARY KEY,
+            page_id INTEGER NOT NULL REFERENCES pages (id),
+            version INTEGER NOT NULL,
+            useful INTEGER NOT NULL,
+            note TEXT,
+            at REAL NOT NULL
+        ) STRICT;
+        """,
+    )
+
+
+def _vectors(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        """
+        -- One embedding per page head; `model` names the embedder so a change of model is detected.
+        CREATE TABLE page_vectors (
+            page_id INTEGER PRIMARY KEY REFERENCES pages (id),
+            version INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            vec BLOB NOT NULL
+        ) STRICT;
+        """,
+    )
+
+
+def _hooks(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        """
+        CREATE TABLE hook_sessions (
+            id INTEGER PRIMARY KEY,
+            workspace TEXT NOT NULL,
+            project TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            first_at REAL NOT NULL,
+            dropped_events INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (workspace, project, session_id)
+        ) STRICT;
+        -- Redacted events; the primary key is the idempotency key (per workspace).
+        CREATE TABLE hook_events (
+            workspace TEXT NOT NULL,
+            idempotency_key TEXT NOT NULL,
+            session_row INTEGER NOT NULL REFERENCES hook_sessions (id),
+            at REAL NOT NULL,
+            received_at REAL NOT NULL,
+            digest TEXT NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (workspace, idempotency_key)
+        ) STRICT;
+        CREATE INDEX hook_events_session ON hook_events (session_row, at);
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "pages_versions_fts", _pages),
+    Migration(2, "page_feedback", _feedback),
+    Migration(3, "page_vectors", _vectors),
+    Migration(4, "hook_intake", _hooks),
+)
+LATEST = MIGRATIONS[-1]
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    """The number of migration steps recorded in the database."""
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def check_supported(conn: sqlite3.Connection, *, upto: int | None = None) -> int:
+    """Return the database's version after verifying this code knows every step it records.
+
+    Raises:
+        MemorySchemaError: the database is newer than this code, or its step names differ.
+    """
+    latest = LATEST.version if upto is None else upto
+    version = current_version(conn)
+    if version > latest:
+        raise MemorySchemaError(
+            f"memory database schema version {version} is newer than this ivoai supports ({latest}); "
+            "upgrade ivoai (the database was left untouched)"
+        )
+    if version > 0:
+        recorded = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
+        for step in MIGRATIONS[:version]:
+            if recorded.get(step.version) != step.name:
+                raise MemorySchemaError(
+                    f"memory database step {step.version} is {recorded.get(step.version)!r}, "
+                    f"expected {step.name!r}; refusing to use a database with a different history"
+                )
+    return version
+
+
+def migrate(conn: sqlite3.Connection, *, upto: int | None = None) -> int:
+    """Apply every pending step (up to `upto`), each in its own immediate transaction.
+
+    Raises:
+        MemorySchemaError: the database is newer than this code or has a different history.
+    """
+    target = LATEST.version if upto is None else upto
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = check_supported(conn)
+            if version >= target:
+                conn.execute("COMMIT")
+                return version
+            step = MIGRATIONS[version]
+            step.apply(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (step.version, step.name, time.time()),
+            )
+            conn.execute(f"PRAGMA user_version = {int(step.version)}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
