@@ -137,3 +137,59 @@ TELEMETRY_FILE_MAX_BYTES = 1 * MIB  # rotate the compression NDJSON log beyond t
 TELEMETRY_ROTATIONS_KEPT = 3  # telemetry.ndjson.1 .. .3
 TELEMETRY_EVENT_MAX_BYTES = 2 * KIB  # one event line
 MONITOR_INTERVAL_SECONDS = 2.0  # `ivoai monitor --watch` refresh
+
+# WorkingContext contracts, store internals and context governance (issue 3, helper "artifacts")
+ARTIFACT_META_MAX_BYTES = 8 * KIB  # one object's meta.json; a larger one is corrupt, not read
+ARTIFACT_OWNER_ID_MAX_CHARS = 128  # session / task / worker / association IDs
+ARTIFACT_TYPE_MAX_CHARS = 64  # payload type token (`log`, `test_failure`, ...)
+ARTIFACT_MEDIA_TYPE_MAX_CHARS = 128
+ARTIFACT_IO_CHUNK_BYTES = 1 * MIB  # streaming write / hash block
+ARTIFACT_SCAN_MAX_ANCHOR_HITS = 4096  # past this many anchor hits one pattern scans the whole payload
+WORKER_SUMMARY_MAX_CHARS = 4000
+WORKER_FINDINGS_MAX = 32
+WORKER_FINDING_MAX_CHARS = 1000
+WORKER_ERRORS_MAX = 16
+WORKER_ERROR_MAX_CHARS = 2000
+WORKER_REFS_MAX = 64
+STATE_DELTA_ITEMS_MAX = 64  # per StateDelta list
+STATE_DELTA_ITEM_MAX_CHARS = 1000
+STABLE_PREFIX_MAX_BYTES = 256 * KIB  # core rules + instructions + tools + facts + skills
+COMPACTION_WINDOW_TOKENS_DEFAULT = 200_000
+COMPACTION_THRESHOLD_RATIO_DEFAULT = 0.8  # compact before a request estimated above 80 % of the window
+COMPACTION_RECENT_RATIO_DEFAULT = 0.25  # complete recent turns kept, as a share of the window
+COMPACTION_MIN_RECENT_TURNS = 2
+COMPACTION_CATEGORY_MAX_ITEMS = 32  # per summary category (goals, approvals, ...): newest kept
+COMPACTION_ITEM_MAX_CHARS = 500
+TOKEN_ESTIMATE_BYTES_PER_TOKEN = 4  # offline estimate: UTF-8 bytes / 4, rounded up
+
+# Connections and enrollment client (issue 7, router helper)
+ENROLL_HTTP_TIMEOUT_SECONDS = 15.0  # discovery, readiness and the code exchange, each
+ENROLL_DISCOVERY_MAX_BYTES = 64 * KIB  # the discovery document is a few hundred bytes
+ENROLL_RESPONSE_MAX_BYTES = 64 * KIB  # readiness and exchange answers
+ENROLL_MAX_SAME_ORIGIN_REDIRECTS = 5  # GETs may follow same-origin redirects (trailing slash); never cross-origin
+ENROLL_PROBE_TIMEOUT_SECONDS = 15.0  # post-enrollment context/memory probe, each
+REASON_MAX_CHARS = 240  # a health/fallback/activation reason is one bounded, redacted line
+
+# Gateway, enrollment and OAuth (issue 6, gateway)
+GATEWAY_DEFAULT_PORT = 7744
+GATEWAY_DEFAULT_LISTEN = f"127.0.0.1:{GATEWAY_DEFAULT_PORT}"
+REINGEST_INTERVAL_DEFAULT_SECONDS = 5 * 60
+REINGEST_INTERVAL_MIN_SECONDS = 10
+ENROLLMENT_TTL_MAX_SECONDS = 24 * 3600  # a code that lives a day is no longer "short-lived"
+ENROLLMENT_MAX_OPEN_CODES = 1000  # pending (unconsumed, unexpired) codes kept in state.json
+ENROLLMENT_MAX_CLIENTS = 10_000
+ENROLL_BODY_MAX_BYTES = 4 * KIB  # {"code": "..."} is tiny
+WEB_ACCESS_TTL_DEFAULT_SECONDS = 10 * 60
+WEB_ACCESS_TTL_MAX_SECONDS = 24 * 3600
+OAUTH_MAX_CLIENTS = 1000  # dynamically registered clients
+OAUTH_MAX_REDIRECT_URIS = 10
+OAUTH_PENDING_TTL_SECONDS = 10 * 60  # an authorization request waiting on the consent page
+OAUTH_PENDING_MAX = 1000
+OAUTH_CONSENT_MAX_ATTEMPTS = 5  # wrong activation codes per pending request before it is dropped
+HTTP_HEADER_MAX_BYTES = 64 * KIB
+HTTP_IDLE_TIMEOUT_SECONDS = 30.0  # keep-alive idle
+HTTP_READ_TIMEOUT_SECONDS = 30.0  # between body chunks of one request
+HTTP_HANDLER_TIMEOUT_SECONDS = 120.0  # a non-streaming request (enroll, hooks, OAuth) end to end
+HTTP_MAX_CONCURRENCY = 1000  # connections + tasks before uvicorn answers 503
+HOOK_BATCH_MAX_EVENTS = 500
+SERVICE_RETRY_SECONDS = 30.0  # how often a failed service (memory, context) is re-opened on demand
