@@ -1,0 +1,98 @@
+"""`ivoai knowledge status|search`: start a router for the call and show attributed, merged results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from ivoai.cli._output import info, print_json, print_table
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Search enrolled knowledge sources through a per-call router.",
+)
+
+SOURCE_OPT = typer.Option(None, "--knowledge-source", help="Restrict to this source (repeatable).")
+
+
+def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    structured = result.get("structuredContent") or {}
+    items = structured.get("results")
+    if isinstance(items, list):
+        return [i for i in items if isinstance(i, dict)]
+    for key in ("results", "documents", "pages", "items", "hits"):
+        if isinstance(structured.get(key), list):
+            meta = (result.get("_meta") or {}).get("ivoai/knowledge_source") or {}
+            return [
+                {**i, "knowledge_source": meta.get("source")} for i in structured[key] if isinstance(i, dict)
+            ]
+    return []
+
+
+def _title(item: dict[str, Any]) -> str:
+    for key in ("title", "path", "document_id", "id"):
+        if item.get(key):
+            return str(item[key])
+    return ""
+
+
+@app.command("search")
+def search_command(
+    query: str = typer.Argument(..., help="What to look for."),
+    sources: list[str] | None = SOURCE_OPT,
+    limit: int = typer.Option(10, "--limit", min=1, max=100, help="Results per tool (1-100)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Federated memory and context search with per-source attribution."""
+    from ivoai.client.knowledge.client import search
+
+    result = search(query, limit=limit, selectors=sources or ())
+    if json_out:
+        print_json(result)
+        return
+    for tool in ("memory_query", "context_search"):
+        if tool not in result:
+            continue
+        res = result[tool]
+        partial = (res.get("structuredContent") or {}).get("partial")
+        print_table(
+            f"{tool}{' (partial)' if partial else ''}",
+            ["source", "score", "title"],
+            [[r.get("knowledge_source", ""), r.get("score", ""), _title(r)] for r in _rows(res)],
+        )
+        if res.get("isError"):
+            info(f"{tool}: no source answered")
+
+
+@app.command("status")
+def status_command(
+    sources: list[str] | None = SOURCE_OPT,
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Every selected source, its kinds and live health through a router."""
+    from ivoai.client.knowledge.client import status
+
+    result = status(selectors=sources or ())
+    if json_out:
+        print_json(result)
+        return
+    listing = result.get("knowledge_status") or {}
+    rows = []
+    for source in listing.get("sources", []):
+        members = ", ".join(f"{m['alias']}(p{m['priority']})" for m in source["members"])
+        rows.append([source["id"], source["purpose"], ",".join(source["kinds"]), members])
+    print_table("knowledge sources", ["source", "purpose", "kinds", "members"], rows)
+    for tool in ("memory_status", "context_health"):
+        if tool in result:
+            res = result[tool]
+            structured = res.get("structuredContent") or {}
+            for entry in structured.get("sources", []):
+                info(
+                    f"{tool} {entry['source']}: {entry['status']}"
+                    + (f" ({entry['error']})" if entry.get("error") else "")
+                )
+            if "sources" not in structured:
+                meta = (res.get("_meta") or {}).get("ivoai/knowledge_source") or {}
+                info(f"{tool} {meta.get('source', '?')}: {'error' if res.get('isError') else 'ok'}")
