@@ -82,6 +82,10 @@ def normalize_path(path: str, *, field: str = "path") -> str:
         raise MemoryPathError(f"{field} has {len(parts)} components; the limit is {MEMORY_PATH_MAX_DEPTH}")
     if not parts[-1].endswith(PAGE_SUFFIX) or parts[-1] == PAGE_SUFFIX:
         parts[-1] = parts[-1] + PAGE_SUFFIX
+    for p in parts[:-1]:
+        if p.endswith(PAGE_SUFFIX):
+            # Every page file ends in .md, so no page can also be a directory of the export tree.
+            raise MemoryPathError(f"{field} directory component {_show(p)} must not end in {PAGE_SUFFIX}")
     for p in parts:
         if p != p.strip():
             raise MemoryPathError(f"{field} component {_show(p)} has leading or trailing spaces")
