@@ -1,23 +1,122 @@
-"""`ivoai status` and `ivoai doctor` (placeholder until the foundation's doctor lands)."""
+"""`ivoai status` (cheap summary, no probes) and `ivoai doctor` (every path, versions, components)."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import typer
 
-from ivoai.cli._output import print_json, print_kv
-from ivoai.common.paths import xdg_paths
+from ivoai.cli._output import print_json, print_kv, print_table
+
+_JSON = typer.Option(False, "--json", help="Machine-readable output (stable schema).")
 
 
-def status_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Show ivoai's state."""
-    paths = xdg_paths()
-    data = {"paths": {k: str(v) for k, v in paths.roots().items()}}
+def _section(title: str) -> None:
+    sys.stdout.write(f"\n{title}\n")
+
+
+def _show(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def status_command(json_out: bool = _JSON) -> None:
+    """Show ivoai's state: identity, paths, requested compression, stored counts."""
+    from ivoai.client.doctor import collect_status
+
+    data = collect_status()
     if json_out:
         print_json(data)
     else:
-        print_kv(data["paths"].items())
+        print_kv(
+            [
+                ("version", data["version"]),
+                ("identity", _show(data["identity"])),
+                (
+                    "compression",
+                    f"{_show(data['config']['compression_provider'])} "
+                    f"({_show(data['config']['compression_source'])})",
+                ),
+                ("config", data["config"]["status"]),
+                ("secrets", _show(data["secrets"]["count"])),
+                ("ownership entries", data["ownership"]["count"]),
+                *(
+                    (f"{name} dir", f"{p['path']}{'' if p['exists'] else ' (missing)'}")
+                    for name, p in data["paths"].items()
+                ),
+            ]
+        )
+        for problem in data["problems"]:
+            sys.stderr.write(f"ivoai: problem: {problem}\n")
+    if not data["ok"]:
+        raise typer.Exit(1)
 
 
-def doctor_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Check ivoai's environment."""
-    status_command(json_out)
+def doctor_command(json_out: bool = _JSON) -> None:
+    """Check permissions of every ivoai path, versions, config, identity and components (read-only)."""
+    from ivoai.client.doctor import run_doctor
+
+    report = run_doctor()
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        _render_doctor(report.to_dict())
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _render_doctor(doc: dict[str, Any]) -> None:
+    print_kv(sorted(doc["versions"].items()))
+    _section("identity")
+    print_kv(
+        [("identity", _show(doc["identity"].get("identity"))), ("kind", _show(doc["identity"].get("kind")))]
+    )
+    _section("paths")
+    print_table(
+        "paths",
+        ["name", "path", "expected", "mode", "status", "problem"],
+        [
+            [p["name"], p["path"], p["expected"], p["mode"] or "-", p["status"], p["problem"] or ""]
+            for p in doc["paths"]
+        ],
+    )
+    _section("config")
+    if doc["config"]["status"] == "error":
+        print_kv([("status", "error"), ("error", doc["config"]["error"])])
+    else:
+        print_kv([("status", doc["config"]["status"])])
+        print_kv((k, f"{_show(v['value'])} ({v['origin']})") for k, v in doc["config"]["values"].items())
+    _section("state")
+    print_kv(
+        [
+            ("secrets", f"{doc['secrets']['status']}, {_show(doc['secrets']['count'])} stored"),
+            ("ownership", f"{doc['ownership']['status']}, {len(doc['ownership']['entries'])} entries"),
+        ]
+    )
+    _section("components")
+    print_table(
+        "components",
+        ["component", "kind", "installed", "available", "health", "version", "active", "reason"],
+        [
+            [
+                c["component"],
+                c["kind"],
+                c["installed"].replace("_", " "),
+                c["available"].replace("_", " "),
+                c["health"]["state"].replace("_", " "),
+                c["version"] or "unknown" if c["installed"] == "yes" else c["version"] or "-",
+                c["active"].replace("_", " "),
+                c["reason"] or "",
+            ]
+            for c in doc["components"]
+        ],
+    )
+    for r in doc["providers"]:
+        if r["status"] != "ok":
+            sys.stdout.write(f"provider {r['provider']}: {r['status'].replace('_', ' ')}\n")
+    if doc["problems"]:
+        _section("problems")
+        for line in doc["problems"]:
+            sys.stdout.write(f"- {line}\n")
+    else:
+        sys.stdout.write("\nno problems found\n")

@@ -22,7 +22,12 @@ _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 def toml_error(path: Path, reason: str, line: int | None, col: int | None) -> ConfigError:
     """A ConfigError naming the file and line, with the parser's reason (never the offending text)."""
-    where = f"line {line}, column {col}" if line is not None else "end of document"
+    if line is None:
+        where = "end of document"
+    elif col is None:
+        where = f"line {line} (end of document)"
+    else:
+        where = f"line {line}, column {col}"
     return ConfigError(
         f"{path}: invalid TOML at {where}: {reason}; the file was left untouched, fix it by hand"
     )
@@ -62,7 +67,9 @@ def parse_config_text(path: Path, text: str) -> dict[str, Any]:
             raise toml_error(
                 path, message[: match.start()], int(match.group(1)), int(match.group(2))
             ) from None
-        raise toml_error(path, message.replace("(at end of document)", "").strip(), None, None) from None
+        # "at end of document": the error is on the last line (an unterminated string, array, table).
+        last = max(len(text.splitlines()), 1)
+        raise toml_error(path, message.replace("(at end of document)", "").strip(), last, None) from None
     check_schema(path, data.get("schema"))
     return data
 

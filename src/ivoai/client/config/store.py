@@ -185,3 +185,44 @@ def set_key(key: str, value: str, paths: XdgPaths | None = None) -> ClientConfig
             set_document_value(doc, "compression.source", "explicit")
 
     return update_config(mutate, paths)
+
+
+def describe_config(paths: XdgPaths | None = None) -> dict[str, Any]:
+    """The stable `config show --json` document: every known key with value, origin and allowed values.
+
+    Values of unknown keys are never shown (they might hold something sensitive); only their names.
+    """
+    paths = paths or xdg_paths()
+    loaded = load(paths)
+    values: dict[str, dict[str, Any]] = {}
+    for key in sorted(KNOWN_KEYS):
+        value, origin = loaded.config.effective(key)
+        values[key] = {
+            "value": value,
+            "origin": origin,
+            "allowed": KNOWN_KEYS[key].allowed(),
+            "description": KNOWN_KEYS[key].description,
+        }
+    source = loaded.config.compression.source
+    values["compression.source"] = {
+        "value": source,
+        "origin": "file" if source is not None else "unset",
+        "allowed": "recorded by ivoai (default|migration|explicit)",
+        "description": "Who chose compression.provider.",
+    }
+    known_sections = {k.split(".", 1)[0] for k in values}
+    other: list[str] = []
+    for name, item in loaded.document.unwrap().items():
+        if name == "schema":
+            continue
+        if name in known_sections and isinstance(item, dict):
+            other.extend(f"{name}.{sub}" for sub in item if f"{name}.{sub}" not in values)
+        else:
+            other.append(name)
+    return {
+        "schema": loaded.config.schema_version,
+        "path": str(paths.config_file),
+        "exists": loaded.exists,
+        "values": values,
+        "other_keys": sorted(other),
+    }

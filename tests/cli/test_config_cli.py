@@ -1,0 +1,70 @@
+"""`ivoai config show|set` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ivoai.common.paths import XdgPaths
+from tests.conftest import CliRunner
+
+
+def test_set_then_show_json_round_trips(cli: CliRunner, xdg: XdgPaths) -> None:
+    result = cli("config", "set", "compression.provider", "direct")
+    assert result.code == 0, result.err
+    assert "compression.provider = direct" in result.err
+    doc = json.loads(cli("config", "show", "--json").out)
+    assert doc["exists"] is True
+    assert doc["path"] == str(xdg.config_file)
+    assert doc["values"]["compression.provider"]["value"] == "direct"
+    assert doc["values"]["compression.provider"]["origin"] == "file"
+    assert doc["values"]["compression.source"]["value"] == "explicit"
+    assert doc["values"]["auto.workers"] == {
+        "value": 2,
+        "origin": "default",
+        "allowed": "integer 1..3",
+        "description": "Concurrent AUTO workers (default 2, hard cap 3).",
+    }
+
+
+def test_unknown_key_exits_2_listing_valid_keys_and_writes_nothing(cli: CliRunner, xdg: XdgPaths) -> None:
+    result = cli("config", "set", "compression.level", "9")
+    assert result.code == 2
+    assert result.err == (
+        "ivoai: error: unknown config key 'compression.level'; "
+        "valid keys: auto.workers, compression.provider\n"
+    )
+    assert not xdg.config.exists()
+
+
+def test_invalid_value_exits_2_naming_the_allowed_values(cli: CliRunner) -> None:
+    result = cli("config", "set", "compression.provider", "zstd")
+    assert result.code == 2
+    assert "caveman, headroom, direct" in result.err
+
+
+def test_missing_arguments_are_a_usage_error(cli: CliRunner) -> None:
+    assert cli("config", "set", "compression.provider").code == 2
+
+
+def test_corrupt_config_is_one_line_error_with_file_and_line_and_untouched(
+    cli: CliRunner, xdg: XdgPaths
+) -> None:
+    xdg.config.mkdir(parents=True, mode=0o700)
+    broken = 'schema = 1\nname = "unterminated\n'
+    xdg.config_file.write_text(broken)
+    os.chmod(xdg.config_file, 0o600)
+    for args in (("config", "show"), ("config", "set", "auto.workers", "3")):
+        result = cli(*args)
+        assert result.code == 1
+        assert result.err.count("\n") == 1
+        assert f"{xdg.config_file}: invalid TOML at line 2" in result.err
+        assert "Traceback" not in result.err
+    assert xdg.config_file.read_text() == broken
+
+
+def test_show_text_lists_keys_with_origin(cli: CliRunner) -> None:
+    result = cli("config", "show")
+    assert result.code == 0
+    assert "compression.provider\tcaveman\tdefault\tcaveman|headroom|direct" in result.out
+    assert "not created yet" in result.err

@@ -1,0 +1,157 @@
+"""`ivoai status`, `ivoai doctor` and `ivoai --version` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ivoai.client.config.secrets import SecretsStore, new_secret_id
+from ivoai.client.config.store import set_key
+from ivoai.common.paths import XdgPaths
+from tests.conftest import CliRunner, run_ivoai
+
+SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def test_version_prints_the_package_version(cli: CliRunner) -> None:
+    result = cli("--version")
+    assert result.code == 0
+    assert result.out == "ivoai 0.1.0\n"
+
+
+def test_doctor_json_on_a_fresh_home_reports_every_path_and_not_probed(cli: CliRunner, xdg: XdgPaths) -> None:
+    result = cli("doctor", "--json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert doc["schema"] == 1
+    assert doc["ok"] is True
+    names = {p["name"]: p for p in doc["paths"]}
+    for name in ("config", "config_file", "secrets_file", "data", "state", "ownership_manifest", "cache"):
+        assert names[name]["exists"] is False
+        assert names[name]["status"] == "missing"
+        assert "mode" in names[name]
+    assert {c["component"] for c in doc["components"]} >= {
+        "codex",
+        "claude",
+        "opencode",
+        "caveman",
+        "headroom",
+    }
+    for comp in doc["components"]:
+        if comp["implementation"] is None:
+            assert comp["installed"] == comp["available"] == comp["health"]["state"] == "not_probed"
+    assert doc["versions"]["ivoai"] == "0.1.0"
+    # doctor is read-only: a fresh home stays empty.
+    assert not any(root.exists() for root in xdg.roots().values())
+
+
+def test_doctor_reports_modes_of_existing_paths(cli: CliRunner, xdg: XdgPaths) -> None:
+    set_key("compression.provider", "direct", xdg)
+    doc = json.loads(cli("doctor", "--json").out)
+    names = {p["name"]: p for p in doc["paths"]}
+    assert names["config"]["mode"] == "0700"
+    assert names["config_file"]["mode"] == "0600"
+    assert names["config_file"]["status"] == "ok"
+    assert doc["config"]["values"]["compression.provider"] == {"value": "direct", "origin": "file"}
+
+
+def test_doctor_flags_a_world_readable_secrets_file_and_exits_1(cli: CliRunner, xdg: XdgPaths) -> None:
+    SecretsStore(xdg).put(new_secret_id("prof"), SECRET)
+    os.chmod(xdg.secrets_file, 0o644)
+    result = cli("doctor", "--json")
+    assert result.code == 1
+    doc = json.loads(result.out)
+    assert doc["ok"] is False
+    entry = next(p for p in doc["paths"] if p["name"] == "secrets_file")
+    assert entry["status"] == "unsafe"
+    assert entry["mode"] == "0644"
+    assert any(str(xdg.secrets_file) in line and "chmod 0600" in line for line in doc["problems"])
+    assert SECRET not in result.out + result.err
+
+
+def test_doctor_and_status_never_print_secret_values(cli: CliRunner, xdg: XdgPaths) -> None:
+    SecretsStore(xdg).put(new_secret_id("prof"), SECRET)
+    xdg.config.mkdir(parents=True, exist_ok=True)
+    xdg.config_file.write_text(f'schema = 1\n[plugins]\ntoken = "{SECRET}"\n')
+    os.chmod(xdg.config_file, 0o600)
+    for args in (
+        ("doctor",),
+        ("doctor", "--json"),
+        ("status",),
+        ("status", "--json"),
+        ("config", "show", "--json"),
+    ):
+        result = cli(*args)
+        assert result.code == 0, (args, result.err)
+        assert SECRET not in result.out + result.err
+    shown = json.loads(cli("config", "show", "--json").out)
+    assert shown["other_keys"] == ["plugins"]
+
+
+def test_doctor_text_output_is_plain_without_a_tty(cli: CliRunner) -> None:
+    result = cli("doctor")
+    assert result.code == 0
+    assert "\x1b[" not in result.out
+    assert "not probed" in result.out
+    assert "no problems found" in result.out
+
+
+def test_status_json_summarizes_identity_compression_and_counts(cli: CliRunner, xdg: XdgPaths) -> None:
+    fresh = json.loads(cli("status", "--json").out)
+    assert fresh["identity"].startswith("host:")
+    assert fresh["config"] == {
+        "status": "missing",
+        "compression_provider": "caveman",
+        "compression_source": "default",
+    }
+    assert fresh["secrets"] == {"count": 0}
+    set_key("compression.provider", "headroom", xdg)
+    SecretsStore(xdg).put(new_secret_id("prof"), SECRET)
+    after = json.loads(cli("status", "--json").out)
+    assert after["config"] == {
+        "status": "ok",
+        "compression_provider": "headroom",
+        "compression_source": "explicit",
+    }
+    assert after["secrets"] == {"count": 1}
+    assert after["ok"] is True
+
+
+def test_status_with_a_corrupt_config_exits_1_naming_file_and_line(cli: CliRunner, xdg: XdgPaths) -> None:
+    xdg.config.mkdir(parents=True, mode=0o700)
+    xdg.config_file.write_text("schema = 1\n[compression\n")
+    os.chmod(xdg.config_file, 0o600)
+    result = cli("status", "--json")
+    assert result.code == 1
+    doc = json.loads(result.out)
+    assert doc["config"]["status"] == "error"
+    assert any(str(xdg.config_file) in p and "line 2" in p for p in doc["problems"])
+
+
+def test_a_symlinked_config_directory_makes_doctor_fail_with_the_fix(
+    cli: CliRunner, xdg: XdgPaths, tmp_path: Path
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    xdg.config.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(real, xdg.config)
+    result = cli("doctor", "--json")
+    assert result.code == 1
+    entry = next(p for p in json.loads(result.out)["paths"] if p["name"] == "config")
+    assert entry["kind"] == "symlink"
+    assert entry["status"] == "unsafe"
+    assert "symlink" in entry["problem"]
+
+
+def test_the_real_console_process_runs_doctor_json(xdg: XdgPaths) -> None:
+    proc = run_ivoai("doctor", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+@pytest.mark.parametrize("args", [("doctor", "--bogus"), ("status", "extra"), ("nonexistent-command",)])
+def test_usage_errors_exit_2(cli: CliRunner, args: tuple[str, ...]) -> None:
+    assert cli(*args).code == 2
