@@ -1,0 +1,123 @@
+"""Parse `ivoai codex|claude|opencode [--direct] [--knowledge-source S]... [-- ARGS]` by hand.
+
+Import-light on purpose (no argparse, typing, dataclasses or re): this runs before the official
+client starts, and every millisecond here is added to every launch.
+"""
+
+from __future__ import annotations
+
+from ivoai.client.agents.errors import LaunchUsageError
+from ivoai.common.limits import LAUNCH_KNOWLEDGE_SOURCES_MAX, LAUNCH_SELECTOR_MAX_CHARS
+
+EXECUTOR_NAMES = ("codex", "claude", "opencode")
+
+USAGE = """\
+usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [-- ARGS...]
+
+Launch the official client in this terminal with ivoai's process-local knowledge router and the
+configured compression provider (compression.provider: caveman, headroom or direct).
+
+options:
+  --direct                 run the official client without a compression provider
+  --knowledge-source S     route only this knowledge source (alias or ID; repeatable);
+                           without it every enabled source is routed
+  --no-knowledge           route no knowledge source for this session
+  -h, --help               show this help
+  --                       everything after it goes to the client unchanged
+
+The client's exit status is ivoai's exit status (128+N when a signal N ended it).
+"""
+
+
+class LaunchArgs:
+    """The parsed launch command line."""
+
+    __slots__ = ("client_args", "direct", "executor", "help", "no_knowledge", "selectors")
+
+    def __init__(
+        self,
+        executor: str,
+        *,
+        direct: bool = False,
+        selectors: tuple[str, ...] = (),
+        no_knowledge: bool = False,
+        client_args: tuple[str, ...] = (),
+        help: bool = False,
+    ) -> None:
+        self.executor = executor
+        self.direct = direct
+        self.selectors = selectors
+        self.no_knowledge = no_knowledge
+        self.client_args = client_args
+        self.help = help
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LaunchArgs):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"LaunchArgs({fields})"
+
+
+def _check_selector(value: str) -> str:
+    if not value or value.startswith("-"):
+        raise LaunchUsageError("--knowledge-source needs a source alias or ID (e.g. --knowledge-source team)")
+    if len(value) > LAUNCH_SELECTOR_MAX_CHARS:
+        raise LaunchUsageError(f"--knowledge-source value exceeds {LAUNCH_SELECTOR_MAX_CHARS} characters")
+    if not value.isprintable():
+        raise LaunchUsageError("--knowledge-source value contains control characters")
+    return value
+
+
+def parse_launch_args(args: list[str]) -> LaunchArgs:
+    """Parse `args` (args[0] is the executor name); the first positional starts the client's arguments.
+
+    Raises:
+        LaunchUsageError: an unknown ivoai option, a missing value, or too many selectors.
+    """
+    if not args or args[0] not in EXECUTOR_NAMES:
+        raise LaunchUsageError(f"expected one of: {', '.join(EXECUTOR_NAMES)}")
+    executor = args[0]
+    direct = no_knowledge = want_help = False
+    selectors: list[str] = []
+    i = 1
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg == "--direct":
+            direct = True
+        elif arg == "--no-knowledge":
+            no_knowledge = True
+        elif arg in ("-h", "--help"):
+            want_help = True
+        elif arg == "--knowledge-source":
+            if i + 1 >= len(args):
+                raise LaunchUsageError("--knowledge-source needs a value")
+            selectors.append(_check_selector(args[i + 1]))
+            i += 1
+        elif arg.startswith("--knowledge-source="):
+            selectors.append(_check_selector(arg.partition("=")[2]))
+        elif arg.startswith("-"):
+            raise LaunchUsageError(
+                f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "
+                f"(ivoai {executor} -- {arg})"
+            )
+        else:
+            break  # first positional: it and everything after it belong to the client
+        i += 1
+    if len(selectors) > LAUNCH_KNOWLEDGE_SOURCES_MAX:
+        raise LaunchUsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
+    if no_knowledge and selectors:
+        raise LaunchUsageError("--no-knowledge and --knowledge-source exclude each other")
+    return LaunchArgs(
+        executor,
+        direct=direct,
+        selectors=tuple(dict.fromkeys(selectors)),
+        no_knowledge=no_knowledge,
+        client_args=tuple(args[i:]),
+        help=want_help,
+    )

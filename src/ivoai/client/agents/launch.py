@@ -1,0 +1,416 @@
+"""One launch, start to finish: knowledge router -> compression decision -> client -> teardown.
+
+Only `os`, `sys`, `time` and ivoai's import-light modules are loaded before the client starts on
+the common path (`--direct` or no compression configured, no knowledge source): the session
+record, telemetry and everything that needs pathlib, json or dataclasses are written right after
+the spawn, while the client starts up. The knowledge router, the config reader and the providers'
+preflights are imported only when they are used.
+
+Failure isolation (seed 002): an optional layer that fails *before* the client starts is reported
+and the official client runs Direct; a `--knowledge-source` the user named that does not exist is a
+usage error. Once the client has started, its exit status is ivoai's, and a failure (the proxy
+died) ends that session and is reported; ivoai never starts a second one silently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ivoai.client.agents.argv import LaunchArgs
+from ivoai.client.agents.childenv import client_env
+from ivoai.client.agents.errors import ExecutorNotFoundError, LaunchError, SessionEndedError
+from ivoai.client.agents.executors import EXECUTORS, ExecutorSpec, discover, managed_bin_dir, xdg_root
+from ivoai.client.agents.process import Outcome, Supervisor, stop_process
+from ivoai.client.sessions.procinfo import start_marker
+from ivoai.common.errors import IvoaiError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from ivoai.client.compression.caveman import CavemanProxy
+    from ivoai.client.compression.decision import Decision
+    from ivoai.client.compression.settings import CompressionSetting
+
+INSTALL_HINTS = {
+    "codex": "npm install -g @openai/codex",
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "opencode": "npm install -g opencode-ai",
+}
+
+
+def _note(message: str) -> None:
+    sys.stderr.write(f"ivoai: {message}\n")
+    sys.stderr.flush()
+
+
+class _Session:
+    """Mutable state of one launch, torn down in `close()` in reverse order of creation."""
+
+    def __init__(self, args: LaunchArgs, spec: ExecutorSpec, env: Mapping[str, str]) -> None:
+        self.args = args
+        self.spec = spec
+        self.env = env
+        self.id = "ses_" + os.urandom(16).hex()
+        self.router: Any = None
+        self.sources: list[Any] = []
+        self.proxy: CavemanProxy | None = None
+        self.runtime: str | None = None
+        self.codex_home_created_by_us: str | None = None
+        self.helper_exit: int | None = None
+
+    def runtime_dir(self) -> str:
+        """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
+        if self.runtime is None:
+            state = xdg_root("XDG_STATE_HOME", ".local/state", self.env)
+            from pathlib import Path
+
+            from ivoai.common.fsio import ensure_private_dir
+
+            run = Path(state) / "run"
+            ensure_private_dir(Path(state), run)
+            path = run / self.id
+            os.mkdir(path, 0o700)
+            self.runtime = str(path)
+        return self.runtime
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            stop_process(self.proxy.pid, group=True)
+            self.proxy = None
+        if self.router is not None:
+            try:
+                self.router.close()
+            finally:
+                self.router = None
+        if self.runtime is not None:
+            import shutil
+
+            shutil.rmtree(self.runtime, ignore_errors=True)
+            self.runtime = None
+        if self.codex_home_created_by_us is not None:
+            try:  # noqa: SIM105 - contextlib is not loaded on the launch path
+                os.rmdir(self.codex_home_created_by_us)  # only succeeds while it is still empty
+            except OSError:
+                pass
+
+
+def _has_knowledge_registry(env: Mapping[str, str]) -> bool:
+    """Cheap check before importing the router: is there a connection registry at all?"""
+    return os.path.exists(os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), "connections.json"))
+
+
+def _start_knowledge(session: _Session) -> None:
+    args, spec = session.args, session.spec
+    if args.no_knowledge:
+        return
+    if spec.mcp_style is None:
+        if args.selectors:
+            raise UsageError(f"{spec.display} is direct-only: ivoai cannot attach knowledge sources to it")
+        return
+    if not args.selectors and not _has_knowledge_registry(session.env):
+        return
+    try:
+        from ivoai.client.knowledge import router as router_mod
+    except ImportError as exc:
+        if args.selectors:
+            raise LaunchError(f"knowledge routing is not available in this build ({exc.name})") from None
+        return
+    try:
+        if not args.selectors and not router_mod.enabled_sources():
+            return
+        session.router = router_mod.start_session_router(args.selectors)
+    except UsageError:
+        raise  # an unknown or disabled --knowledge-source the user named
+    except IvoaiError as exc:
+        if args.selectors:
+            raise
+        _note(f"warning: knowledge sources not attached ({exc.message}); starting {spec.binary} without them")
+        return
+    session.sources = list(session.router.sources)
+
+
+def _authoritative_count(sources: list[Any]) -> int:
+    return sum(
+        1
+        for s in sources
+        if getattr(s, "authoritative", True) and set(getattr(s, "kinds", ())) & {"memory", "context"}
+    )
+
+
+def _requested_setting(session: _Session) -> CompressionSetting:
+    from ivoai.client.compression.settings import CompressionSetting, resolve_setting
+
+    if session.args.direct:
+        return CompressionSetting("direct", "flag")
+    config = os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", session.env), "config.toml")
+    if not os.path.exists(config):
+        return resolve_setting({})
+    try:
+        from ivoai.client.config.fast import read_config_fast
+
+        return resolve_setting(read_config_fast())
+    except IvoaiError as exc:
+        _note(f"warning: {exc.message}; running {session.spec.binary} without compression")
+        return CompressionSetting("direct", "config_invalid")
+
+
+def _decide(
+    session: _Session, setting: CompressionSetting, sup: Supervisor
+) -> tuple[Decision, list[str], dict[str, str], str | None]:
+    """The decision plus extra client args, extra env, and a replacement executable (headroom)."""
+    from ivoai.client.compression import decision as d
+    from ivoai.client.compression.errors import PreflightError
+
+    spec = session.spec
+    provider, final = d.choose(
+        setting, supported=spec.compression, authoritative_sources=_authoritative_count(session.sources)
+    )
+    if final is not None:
+        return final, [], {}, None
+    assert provider is not None
+    try:
+        if provider == "caveman":
+            return _start_caveman(session, setting, sup)
+        from ivoai.client.compression import headroom
+
+        binary = headroom.preflight(spec.name, session.env)
+        return d.after_preflight(setting, provider, None), [], dict(headroom.ENV), binary.path
+    except PreflightError as exc:
+        _note(f"{provider} unavailable ({exc.code}); starting the official {spec.binary} directly")
+        return d.after_preflight(setting, provider, exc.code), [], {}, None
+
+
+def _start_caveman(
+    session: _Session, setting: CompressionSetting, sup: Supervisor
+) -> tuple[Decision, list[str], dict[str, str], str | None]:
+    from ivoai.client.compression import caveman
+    from ivoai.client.compression.decision import after_preflight
+    from ivoai.client.compression.errors import PreflightError
+
+    binary = caveman.preflight(session.env)
+    if binary.test_pin:
+        _note(f"warning: {caveman.TEST_PIN_ENV} replaces the pinned caveman-proxy digest (test hook)")
+    home, config = caveman.make_runtime(session.runtime_dir())
+    port = caveman.free_loopback_port()
+    caveman.write_config(config, port)
+    log = os.path.join(home, "proxy.log")
+    try:
+        pid = sup.spawn(
+            binary.path,
+            caveman.proxy_argv(binary, port),
+            caveman.proxy_env(session.env, home, config),
+            own_group=True,
+            stdin_devnull=True,
+            output_path=log,
+        )
+    except OSError:
+        raise PreflightError("caveman-proxy could not be started", code="caveman_spawn_failed") from None
+    session.proxy = caveman.CavemanProxy(pid, port, home)
+    try:
+        caveman.wait_ready(port, pid)
+    except PreflightError:
+        stop_process(pid, group=True)
+        session.proxy = None
+        caveman.remove_runtime(session.runtime_dir())
+        raise
+    if session.spec.name == "codex":
+        return after_preflight(setting, "caveman", None), caveman.codex_config_args(session.proxy), {}, None
+    return after_preflight(setting, "caveman", None), [], caveman.claude_env(session.proxy), None
+
+
+def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
+    if session.router is None:
+        return [], {}
+    from ivoai.client.agents import mcp_render
+
+    if session.spec.mcp_style == "codex-flags":
+        from ivoai.client.knowledge.router import READ_TOOLS, STATUS_TOOL
+
+        args = mcp_render.codex_mcp_args(session.router.url, {*READ_TOOLS, STATUS_TOOL})
+        args += mcp_render.codex_instruction_args()
+        return args, {mcp_render.TOKEN_ENV: session.router.token}
+    import json
+
+    from ivoai.common.fsio import PRIVATE_FILE_MODE
+
+    path = os.path.join(session.runtime_dir(), "mcp.json")
+    doc = mcp_render.claude_mcp_document(session.router.url, session.router.token)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    return [f"--mcp-config={path}", "--append-system-prompt", mcp_render.RESEARCH_ORDER_INSTRUCTION], {}
+
+
+def _codex_home(env: Mapping[str, str]) -> str:
+    value = env.get("CODEX_HOME", "")
+    return value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), ".codex")
+
+
+def _check_cancelled(sup: Supervisor) -> None:
+    if sup.pending_cancel():
+        raise KeyboardInterrupt
+
+
+def run_launch(
+    args: LaunchArgs, env: Mapping[str, str] | None = None, on_spawned: Callable[[int], None] | None = None
+) -> int:
+    """Launch the official client for `args`; return its exit status (128+N for signal N).
+
+    Raises:
+        ExecutorNotFoundError: the client is not installed.
+        UsageError: an unknown or disabled `--knowledge-source`.
+        LaunchError: the client could not be executed.
+    """
+    env = os.environ if env is None else env
+    spec = EXECUTORS[args.executor]
+    found = discover(spec.binary, env)
+    if found is None:
+        raise ExecutorNotFoundError(
+            f"{spec.binary} is not installed (not on PATH nor in {managed_bin_dir(env)}); "
+            f"install it with `{INSTALL_HINTS[spec.name]}`"
+        )
+    exe_path = found[0]
+    session = _Session(args, spec, env)
+    started = time.time()
+    with Supervisor() as sup:  # block signals before the router thread exists
+        try:
+            _start_knowledge(session)
+            _check_cancelled(sup)
+            setting = _requested_setting(session)
+            decision, provider_args, provider_env, wrapper = _decide(session, setting, sup)
+            _check_cancelled(sup)
+            knowledge_args, knowledge_env = _knowledge_args(session)
+            extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **provider_env}
+            client_args = [*knowledge_args, *provider_args, *args.client_args]
+            if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH
+                from ivoai.client.compression import headroom
+                from ivoai.client.compression.caveman import free_loopback_port
+
+                extra_env["PATH"] = os.path.dirname(exe_path) + os.pathsep + env.get("PATH", "")
+                if spec.name == "codex" and not os.path.exists(_codex_home(env)):
+                    session.codex_home_created_by_us = _codex_home(env)
+                argv = headroom.wrap_argv(
+                    headroom.HeadroomBinary(wrapper, ""), spec.name, free_loopback_port(), client_args
+                )
+                path = wrapper
+            else:
+                argv = [exe_path, *client_args]
+                path = exe_path
+            child_env, stripped = client_env(env, extra_env)
+            if stripped:
+                _note(
+                    f"not passing {', '.join(stripped)} to {spec.binary}: ivoai launches subscription "
+                    "logins, never pay-as-you-go keys"
+                )
+            try:
+                pid = sup.spawn(path, argv, child_env)
+            except OSError as exc:
+                raise LaunchError(f"could not start {path}: {exc.strerror or exc}") from None
+            if on_spawned is not None:
+                on_spawned(pid)
+            try:
+                record = _record_start(session, decision, pid, started)
+            except Exception as exc:  # noqa: BLE001 - once the client runs, bookkeeping never abandons it
+                _note(f"warning: session bookkeeping failed ({type(exc).__name__})")
+                record = None
+            helper = session.proxy.pid if session.proxy is not None else None
+
+            def helper_died(code: int) -> None:
+                session.helper_exit = code
+
+            outcome = sup.supervise(pid, helper_pid=helper, on_helper_death=helper_died)
+            if helper is not None and outcome.helper_exit is not None:
+                session.proxy = None  # reaped by the supervisor
+            _record_end(session, record, decision, outcome)
+        finally:
+            session.close()
+    if outcome.reason == "helper_died":
+        err = SessionEndedError(
+            f"the caveman proxy exited (status {outcome.helper_exit}) while {spec.binary} was running; "
+            f"session {session.id} was ended and is not restarted"
+        )
+        _note(f"error: {err.message}")
+        return outcome.exit_code or 1
+    return outcome.exit_code
+
+
+def _record_start(session: _Session, decision: Decision, pid: int, started: float) -> Any:
+    """Write the session record and the decision's telemetry event; failures only warn."""
+    from ivoai.client.compression.telemetry import Telemetry
+    from ivoai.client.sessions.records import SessionRecord, SessionStore
+
+    info = decision.as_dict()
+    result = "bypassed" if decision.bypass else "fallback" if decision.fallback else "started"
+    event: dict[str, Any] = {
+        "session_id": session.id,
+        "executor": session.spec.name,
+        "requested": decision.requested,
+        "effective": decision.effective,
+        "result": result,
+        "reason": decision.reason,
+        "bypass": decision.bypass,
+        "fallback": decision.fallback,
+        "authoritative_sources": decision.authoritative_sources,
+        "payload_type": "session",
+        "latency_ms": int((time.time() - started) * 1000),
+    }
+    if decision.bypass:
+        from ivoai.client.compression.fidelity import classify
+
+        event["fidelity"] = str(classify("memory_response"))
+    Telemetry().record(**event)
+    record = SessionRecord(
+        id=session.id,
+        executor=session.spec.name,
+        pid=os.getpid(),
+        pid_start=start_marker(os.getpid()),
+        started_at=started,
+        requested_provider=decision.requested,
+        effective_provider=decision.effective,
+        provider_source=decision.source,
+        client_pid=pid,
+        client_start=start_marker(pid),
+        bypass=decision.bypass,
+        bypass_reason=decision.reason,
+        fallback=decision.fallback,
+        authoritative_sources=int(str(info["authoritative_sources"])),
+        knowledge_sources=[str(getattr(s, "id", "")) for s in session.sources],
+        last_compression={k: v for k, v in event.items() if k != "session_id"},
+    )
+    try:
+        store = SessionStore()
+        store.write(record)
+        store.prune_ended()
+    except (IvoaiError, OSError) as exc:
+        _note(f"warning: session record not written ({getattr(exc, 'message', exc)})")
+        return None
+    return record
+
+
+def _record_end(session: _Session, record: Any, decision: Decision, outcome: Outcome) -> None:
+    from ivoai.client.compression.telemetry import Telemetry
+    from ivoai.client.sessions.records import SessionStore, now
+
+    Telemetry().record(
+        session_id=session.id,
+        executor=session.spec.name,
+        effective=decision.effective,
+        requested=decision.requested,
+        result="failed" if outcome.reason == "helper_died" else "ended",
+        reason=outcome.reason,
+        payload_type="session",
+    )
+    if record is None:
+        return
+    record.state = "ended"
+    record.ended_at = now()
+    record.exit_code = outcome.exit_code
+    record.end_reason = outcome.reason
+    try:
+        SessionStore().write(record)
+    except (IvoaiError, OSError) as exc:
+        _note(f"warning: session record not updated ({getattr(exc, 'message', exc)})")
