@@ -28,7 +28,7 @@ from ivoai.client.workingcontext._contracts import (
     Sensitivity,
 )
 from ivoai.client.workingcontext._errors import ArtifactRefusedError
-from ivoai.client.workingcontext._store import ArtifactStore
+from ivoai.client.workingcontext._store import ArtifactStore, Source
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import (
     PROJECTION_BUDGET_BALANCED_BYTES,
@@ -217,7 +217,7 @@ class Capture:
 
 def capture(
     store: ArtifactStore,
-    data: bytes,
+    data: Source,
     *,
     session_id: str,
     payload_type: str,
@@ -233,14 +233,19 @@ def capture(
     budget: Budget = Budget.BALANCED,
     ttl_seconds: int | None = None,
 ) -> Capture:
-    """Persist `data` exactly, then project it within `budget`; never falls back to raw output.
+    """Persist `data` (bytes or a binary stream) exactly, then project it within `budget`.
+
+    Raw output is never used as a fallback: a store failure gives a `degraded` note with sizes only.
 
     Raises:
         ValidationError: invalid owner IDs, types or TTL (caller bugs, not store failures).
     """
     fidelity = classify(payload_type, failed=failed, cancelled=cancelled, suggested=suggested)
+    # A stream's size is unknown until the store has read it; a failure reports 0 shown bytes then.
+    size = len(data) if isinstance(data, bytes | bytearray | memoryview) else 0
+    what = f"{size} bytes of output" if isinstance(data, bytes | bytearray | memoryview) else "the output"
     try:
-        ref = store.put(
+        ref, stored = store.put_kept(
             data,
             session_id=session_id,
             task_id=task_id,
@@ -251,27 +256,22 @@ def capture(
             ttl_seconds=ttl_seconds,
         )
     except ArtifactRefusedError as exc:
-        note = f"[ivoai: output withheld: {exc.message}; {len(data)} bytes not stored and not shown]"
-        return Capture(None, Projection("withheld", fidelity, budget, note, len(data), 0, 0, None, exc.code))
+        note = f"[ivoai: output withheld: {exc.message}; {what} was not stored and is not shown]"
+        return Capture(None, Projection("withheld", fidelity, budget, note, size, 0, 0, None, exc.code))
     except IvoaiError as exc:
         if exc.code in ("usage", "invalid") or exc.code.startswith("artifact_invalid"):
             raise
-        return Capture(None, _degraded(fidelity, budget, len(data), f"{exc.code}: {redact(exc.message)}"))
+        return Capture(None, _degraded(fidelity, budget, size, what, f"{exc.code}: {redact(exc.message)}"))
     except OSError as exc:
-        return Capture(None, _degraded(fidelity, budget, len(data), f"os_error: {exc.strerror or exc.errno}"))
-    stored = data[: ref.size]
-    association = association_id
-    return Capture(
-        ResultRef(ref=ref, role=role, association_id=association),
-        project(ref, stored, fidelity=fidelity, budget=budget),
-    )
+        return Capture(None, _degraded(fidelity, budget, size, what, f"os_error: {exc.errno}"))
+    result_ref = ResultRef(ref=ref, role=role, association_id=association_id)
+    return Capture(result_ref, project(ref, stored, fidelity=fidelity, budget=budget))
 
 
-def _degraded(fidelity: FidelityClass, budget: Budget, size: int, reason: str) -> Projection:
+def _degraded(fidelity: FidelityClass, budget: Budget, size: int, what: str, reason: str) -> Projection:
     reason = reason[:300]
     note = (
-        f"[ivoai: WorkingContext degraded ({reason}); {size} bytes of output were not stored "
-        "and are not shown; "
+        f"[ivoai: WorkingContext degraded ({reason}); {what} was not stored and is not shown; "
         "the exact evidence of this execution is unavailable]"
     )
     return Projection("degraded", fidelity, budget, note[: budget.bytes], size, 0, 0, None, reason)

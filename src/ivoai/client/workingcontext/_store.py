@@ -301,7 +301,32 @@ class ArtifactStore:
         sensitivity: Sensitivity | str = Sensitivity.INTERNAL,
         ttl_seconds: int | None = None,
     ) -> ArtifactRef:
-        """Store `source` (bytes or a binary stream) and return its ref; the bytes are durable on return.
+        """Store `source` (bytes or a binary stream) and return its ref; see `put_kept`."""
+        ref, _kept = self.put_kept(
+            source,
+            session_id=session_id,
+            task_id=task_id,
+            worker_id=worker_id,
+            media_type=media_type,
+            payload_type=payload_type,
+            sensitivity=sensitivity,
+            ttl_seconds=ttl_seconds,
+        )
+        return ref
+
+    def put_kept(
+        self,
+        source: Source,
+        *,
+        session_id: str,
+        task_id: str | None = None,
+        worker_id: str | None = None,
+        media_type: str = DEFAULT_MEDIA_TYPE,
+        payload_type: str = DEFAULT_PAYLOAD_TYPE,
+        sensitivity: Sensitivity | str = Sensitivity.INTERNAL,
+        ttl_seconds: int | None = None,
+    ) -> tuple[ArtifactRef, bytes]:
+        """Store `source` (bytes or a binary stream); return its ref and the stored bytes, durable on return.
 
         Input beyond `artifact_max_bytes` is counted but not kept: the ref is `truncated` and
         records the original size.
@@ -382,7 +407,7 @@ class ArtifactStore:
                 stage_name = ""
                 os.fsync(objects_fd)
                 os.fsync(staging_fd)
-            return ref
+            return ref, kept
         finally:
             if stage_name and stage_fd != -1:
                 _remove_known(stage_fd)
