@@ -1,0 +1,150 @@
+"""`ivoai session list|show|stop` and `ivoai monitor [--watch] [--json]` (thin: parse, call, render)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+
+from ivoai.cli._output import print_json, print_kv, print_ndjson, print_table
+from ivoai.common.limits import MONITOR_INTERVAL_SECONDS
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Launched sessions: list, show, stop.")
+
+_JSON = typer.Option(False, "--json", help="Machine-readable output (stable schema).")
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+@app.command("list")
+def list_command(
+    json_out: bool = _JSON,
+    all_: bool = typer.Option(False, "--all", help="Include ended sessions."),
+) -> None:
+    """List launched sessions (live and lost; --all adds ended ones)."""
+    from ivoai.client.sessions.records import SessionStore
+
+    records, problems = SessionStore().list()
+    rows = [r.view() for r in records if all_ or r.status() != "ended"]
+    if json_out:
+        print_json({"sessions": rows, "problems": problems})
+    else:
+        print_table(
+            "sessions",
+            ["id", "executor", "status", "pid", "started", "requested", "effective", "reason"],
+            [
+                [
+                    r["id"],
+                    r["executor"],
+                    r["status"],
+                    r["pid"],
+                    _when(r["started_at"]),
+                    r["requested_provider"],
+                    r["effective_provider"],
+                    r["bypass_reason"] or "-",
+                ]
+                for r in rows
+            ],
+        )
+    for problem in problems:
+        sys.stderr.write(f"ivoai: problem: {problem}\n")
+
+
+@app.command("show")
+def show_command(
+    session_id: str = typer.Argument(..., help="Session ID (ses_…)."), json_out: bool = _JSON
+) -> None:
+    """Show one session record and its live status."""
+    from ivoai.client.sessions.records import SessionStore
+
+    view = SessionStore().load(session_id).view()
+    if json_out:
+        print_json(view)
+        return
+    pairs: list[tuple[str, Any]] = [(k, view[k]) for k in sorted(view) if k not in ("last_compression",)]
+    for key in ("started_at", "ended_at"):
+        pairs = [(k, _when(v) if k == key else v) for k, v in pairs]
+    print_kv(pairs)
+    last = view.get("last_compression") or {}
+    print_kv((f"last_compression.{k}", v) for k, v in sorted(last.items()))
+
+
+@app.command("stop")
+def stop_command(
+    session_id: str = typer.Argument(..., help="Session ID (ses_…)."), json_out: bool = _JSON
+) -> None:
+    """End a live session: SIGTERM to its ivoai process, only if PID and start marker both match."""
+    from ivoai.client.sessions.control import stop_session
+    from ivoai.client.sessions.records import SessionStore
+
+    result = stop_session(SessionStore(), session_id)
+    doc = {"id": result.id, "signalled": result.signalled, "stopped": result.stopped}
+    if json_out:
+        print_json(doc)
+    else:
+        sys.stdout.write(f"{result.id}: {'stopped' if result.stopped else 'signalled, still ending'}\n")
+
+
+def monitor_command(
+    watch: bool = typer.Option(
+        False, "--watch", help="Keep refreshing until interrupted (NDJSON with --json)."
+    ),
+    json_out: bool = _JSON,
+    interval: float = typer.Option(
+        MONITOR_INTERVAL_SECONDS,
+        "--interval",
+        min=0.1,
+        max=3600.0,
+        help="Seconds between refreshes with --watch.",
+    ),
+    count: int = typer.Option(
+        0, "--count", min=0, help="With --watch: stop after this many refreshes (0: never)."
+    ),
+    all_: bool = typer.Option(False, "--all", help="Include ended sessions."),
+) -> None:
+    """Live sessions: effective provider, bypass reason and the last compression result."""
+    from ivoai.client.sessions.monitor import snapshot
+
+    shown = 0
+    while True:
+        doc = snapshot(include_ended=all_)
+        if json_out and watch:
+            print_ndjson(doc)
+        elif json_out:
+            print_json(doc)
+        else:
+            _render(doc)
+        shown += 1
+        if not watch or (count and shown >= count):
+            return
+        time.sleep(interval)
+
+
+def _render(doc: dict[str, Any]) -> None:
+    rows = []
+    for s in doc["sessions"]:
+        last = s["last_compression"] or {}
+        rows.append(
+            [
+                s["id"],
+                s["executor"],
+                s["status"],
+                s["effective_provider"],
+                s["bypass_reason"] or "-",
+                s["knowledge_sources"],
+                f"{last.get('result', '-')}/{last.get('fidelity', '-')}",
+            ]
+        )
+    print_table(
+        f"sessions at {_when(doc['ts'])}",
+        ["id", "executor", "status", "effective", "bypass reason", "sources", "last result"],
+        rows,
+    )
+    sys.stdout.flush()

@@ -1,0 +1,44 @@
+"""What `ivoai monitor` shows: live sessions, their effective provider, bypass reason, last result."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ivoai.client.compression.telemetry import Telemetry
+from ivoai.client.sessions.records import SessionRecord, SessionStore
+
+MONITOR_SCHEMA = "ivoai.monitor.v1"
+
+
+def session_row(record: SessionRecord, last_event: dict[str, Any] | None) -> dict[str, Any]:
+    """One monitor row (bounded metadata only)."""
+    last = last_event if last_event is not None else record.last_compression
+    if last is not None:
+        last = {k: v for k, v in last.items() if k not in ("schema", "session_id")}
+    return {
+        "id": record.id,
+        "executor": record.executor,
+        "status": record.status(),
+        "pid": record.pid,
+        "started_at": record.started_at,
+        "requested_provider": record.requested_provider,
+        "effective_provider": record.effective_provider,
+        "bypass": record.bypass,
+        "bypass_reason": record.bypass_reason,
+        "fallback": record.fallback,
+        "knowledge_sources": len(record.knowledge_sources),
+        "last_compression": last,
+    }
+
+
+def snapshot(
+    store: SessionStore | None = None, telemetry: Telemetry | None = None, *, include_ended: bool = False
+) -> dict[str, Any]:
+    """The current monitor document: live (and lost) sessions, newest first."""
+    store = store or SessionStore()
+    telemetry = telemetry or Telemetry(store.paths)
+    records, problems = store.list()
+    last = telemetry.last_by_session()
+    rows = [session_row(r, last.get(r.id)) for r in records if include_ended or r.status() != "ended"]
+    return {"schema": MONITOR_SCHEMA, "ts": round(time.time(), 3), "sessions": rows, "problems": problems}
