@@ -15,6 +15,7 @@ merged list. Anything else is kept per source under `by_source`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -47,6 +48,24 @@ class SourceOutcome:
 def _text_of(result: Mapping[str, Any]) -> str:
     parts = [str(c.get("text", "")) for c in result.get("content", []) or [] if c.get("type") == "text"]
     return "\n".join(p for p in parts if p)
+
+
+def structured_of(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """`structuredContent`, or the object a lone JSON text block carries (servers that return only text)."""
+    structured = result.get("structuredContent")
+    if isinstance(structured, Mapping):
+        return structured
+    blocks = [
+        c for c in result.get("content", []) or [] if isinstance(c, Mapping) and c.get("type") == "text"
+    ]
+    if len(blocks) == 1:
+        try:
+            parsed = json.loads(str(blocks[0].get("text", "")))
+        except ValueError:
+            return None
+        if isinstance(parsed, dict):
+            return parsed
+    return None
 
 
 def _list_key(structured: Sequence[Mapping[str, Any]]) -> str | None:
@@ -85,8 +104,8 @@ def merge_results(outcomes: Sequence[SourceOutcome], *, limit: int | None = None
 
     structured_by_source: dict[str, Mapping[str, Any]] = {}
     for o in answered:
-        structured = (o.result or {}).get("structuredContent")
-        if isinstance(structured, Mapping):
+        structured = structured_of(o.result or {})
+        if structured is not None:
             structured_by_source[o.source_id] = structured
     merged: dict[str, Any] = {"partial": partial, "sources": summary}
     key = (
@@ -126,10 +145,8 @@ def merge_results(outcomes: Sequence[SourceOutcome], *, limit: int | None = None
         by_source: dict[str, Any] = {}
         for o in answered:
             assert o.result is not None
-            structured = o.result.get("structuredContent")
-            by_source[o.source_id] = (
-                structured if isinstance(structured, Mapping) else {"text": _text_of(o.result)}
-            )
+            found = structured_by_source.get(o.source_id)
+            by_source[o.source_id] = found if found is not None else {"text": _text_of(o.result)}
         merged["by_source"] = by_source
     return {
         "content": [{"type": "text", "text": dumps(merged)}],

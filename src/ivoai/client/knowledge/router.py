@@ -578,6 +578,9 @@ def start_router(
     app = build_asgi_app(router, token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted sockets inherit TCP_NODELAY; without it uvicorn's two-part responses stall on the
+    # client's delayed ACK (~40 ms per call, measured here).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((ROUTER_HOST, 0))
     sock.listen(128)
     port = sock.getsockname()[1]

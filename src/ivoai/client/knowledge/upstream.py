@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -85,7 +86,11 @@ class OriginBoundTransport(httpx2.AsyncBaseTransport):
         self.origin = origin
         self._credential = credential
         self._max = max_response_bytes
-        self._inner = inner or httpx2.AsyncHTTPTransport(trust_env=trust_env)
+        # TCP_NODELAY: the request goes out as headers then body; with Nagle and the peer's delayed ACK
+        # every call would stall ~40 ms (measured here).
+        self._inner = inner or httpx2.AsyncHTTPTransport(
+            trust_env=trust_env, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if origin_of(str(request.url)) != self.origin:
