@@ -1,0 +1,478 @@
+"""The catalog: one SQLite file (WAL) holding connector definitions, canonical documents with their
+normalized text (the authoritative corpus), chunk spans, skipped files and ingestion runs.
+
+Chunk text is not stored twice: a chunk is a span [start, end) of code points of its document's body
+(SQLite's `substr` counts characters, i.e. code points). One connection per thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ivoai.common.fsio import PRIVATE_FILE_MODE, ensure_private_dir
+from ivoai.server.context.errors import ConnectorExistsError, ConnectorNotFoundError
+
+CATALOG_FILE = "catalog.sqlite3"
+BUSY_TIMEOUT_MS = 10_000  # a concurrent writer (ingest vs connector remove) finishes a batch within this
+
+
+@dataclass(frozen=True)
+class ConnectorRow:
+    name: str
+    type: str
+    path: str
+    created_at: float
+    state: str  # active | removing
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    chunk_id: str
+    index: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    document_id: str
+    connector: str
+    path: str
+    size: int
+    content_hash: str
+    mtime: float
+    body: str
+    chunks: tuple[ChunkRow, ...]
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KnownDocument:
+    document_id: str
+    content_hash: str
+    chunk_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    chunk_id: str
+    document_id: str
+    connector: str
+    path: str
+    index: int
+    start: int
+    end: int
+    text: str
+    updated_at: float
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    # executescript() would COMMIT the migration transaction; run the statements one by one instead
+    for stmt in sql.split(";"):
+        if stmt.strip():
+            db.execute(stmt)
+
+
+def _m1(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE connectors(
+            name TEXT PRIMARY KEY, type TEXT NOT NULL, path TEXT NOT NULL, created_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT 'active', metadata TEXT NOT NULL DEFAULT '{}');
+        CREATE TABLE documents(
+            document_id TEXT PRIMARY KEY, connector TEXT NOT NULL REFERENCES connectors(name),
+            path TEXT NOT NULL, size INTEGER NOT NULL, content_hash TEXT NOT NULL, mtime REAL NOT NULL,
+            first_seen REAL NOT NULL, updated_at REAL NOT NULL, metadata TEXT NOT NULL, body TEXT NOT NULL,
+            UNIQUE(connector, path));
+        CREATE INDEX documents_updated ON documents(updated_at DESC);
+        CREATE TABLE chunks(
+            chunk_id TEXT PRIMARY KEY,
+            document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL);
+        CREATE INDEX chunks_document ON chunks(document_id);
+        CREATE TABLE skipped(connector TEXT NOT NULL, path TEXT NOT NULL, reason TEXT NOT NULL,
+            PRIMARY KEY(connector, path));
+        CREATE TABLE runs(
+            run_id TEXT PRIMARY KEY, started_at REAL NOT NULL, finished_at REAL, status TEXT NOT NULL,
+            connector TEXT, stats TEXT NOT NULL DEFAULT '{}');
+        """,
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m1,)
+
+
+class Catalog:
+    """The SQLite catalog at DIR/context/catalog.sqlite3; safe to use from many threads."""
+
+    def __init__(self, context_dir: Path, root: Path) -> None:
+        ensure_private_dir(root, context_dir)
+        self.path = context_dir / CATALOG_FILE
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        os.close(fd)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._migrate()
+
+    # -------------------------------------------------------------------------------- connections
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._local.db = db
+            with self._all_lock:
+                self._all.append(db)
+        return db
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction (writers serialise; readers keep reading the last commit)."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self.tx() as db:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            for i, step in enumerate(MIGRATIONS[version:], start=version + 1):
+                step(db)
+                db.execute(f"PRAGMA user_version={i}")
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._all_lock:
+            for db in self._all:
+                # a connection made in another thread is closed when that thread's object is collected
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    db.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # --------------------------------------------------------------------------------- connectors
+    def add_connector(self, name: str, type_: str, path: str) -> ConnectorRow:
+        """Insert a connector definition (no credentials are ever stored)."""
+        now = time.time()
+        with self.tx() as db:
+            if db.execute("SELECT 1 FROM connectors WHERE name=?", (name,)).fetchone():
+                raise ConnectorExistsError(
+                    f"connector {name!r} already exists; remove it first or pick another --name"
+                )
+            db.execute(
+                "INSERT INTO connectors(name, type, path, created_at) VALUES(?,?,?,?)",
+                (name, type_, path, now),
+            )
+        return ConnectorRow(name, type_, path, now, "active")
+
+    def connectors(self) -> list[ConnectorRow]:
+        """Every connector, by name."""
+        rows = (
+            self._db()
+            .execute("SELECT name, type, path, created_at, state FROM connectors ORDER BY name")
+            .fetchall()
+        )
+        return [ConnectorRow(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    def connector(self, name: str) -> ConnectorRow:
+        """One connector.
+
+        Raises:
+            ConnectorNotFoundError: no connector has that name.
+        """
+        r = (
+            self._db()
+            .execute("SELECT name, type, path, created_at, state FROM connectors WHERE name=?", (name,))
+            .fetchone()
+        )
+        if r is None:
+            raise ConnectorNotFoundError(f"no connector named {name!r} (see `ivoai server connector list`)")
+        return ConnectorRow(r[0], r[1], r[2], r[3], r[4])
+
+    def mark_removing(self, name: str) -> None:
+        """First step of removal: ingestion stops writing for this connector from now on."""
+        with self.tx() as db:
+            cur = db.execute("UPDATE connectors SET state='removing' WHERE name=?", (name,))
+            if cur.rowcount == 0:
+                raise ConnectorNotFoundError(
+                    f"no connector named {name!r} (see `ivoai server connector list`)"
+                )
+
+    def purge_connector(self, name: str) -> None:
+        """Last step of removal: drop its documents, chunks and skip list, then its definition."""
+        with self.tx() as db:
+            db.execute("DELETE FROM documents WHERE connector=?", (name,))
+            db.execute("DELETE FROM skipped WHERE connector=?", (name,))
+            db.execute("DELETE FROM connectors WHERE name=?", (name,))
+
+    def connector_active(self, db: sqlite3.Connection, name: str) -> bool:
+        r = db.execute("SELECT state FROM connectors WHERE name=?", (name,)).fetchone()
+        return r is not None and r[0] == "active"
+
+    # ---------------------------------------------------------------------------------- documents
+    def known_documents(self, connector: str) -> dict[str, KnownDocument]:
+        """path -> (document ID, content hash, chunk IDs) for one connector."""
+        db = self._db()
+        docs = db.execute(
+            "SELECT document_id, path, content_hash FROM documents WHERE connector=?", (connector,)
+        ).fetchall()
+        chunks: dict[str, set[str]] = {}
+        for cid, did in db.execute(
+            "SELECT c.chunk_id, c.document_id FROM chunks c JOIN documents d USING(document_id)"
+            " WHERE d.connector=?",
+            (connector,),
+        ):
+            chunks.setdefault(did, set()).add(cid)
+        return {r[1]: KnownDocument(r[0], r[2], frozenset(chunks.get(r[0], ()))) for r in docs}
+
+    def existing_chunk_ids(self, ids: Iterable[str]) -> set[str]:
+        """Which of `ids` the catalog already has (their vectors are in the index already)."""
+        out: set[str] = set()
+        batch = list(ids)
+        db = self._db()
+        for i in range(0, len(batch), 500):
+            part = batch[i : i + 500]
+            q = f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({','.join('?' * len(part))})"
+            out.update(r[0] for r in db.execute(q, part))
+        return out
+
+    def commit_documents(self, connector: str, docs: Sequence[DocumentRecord]) -> set[str] | None:
+        """Replace these documents and their chunks in one transaction; return the stale chunk IDs.
+
+        Returns None (and writes nothing) when the connector was removed meanwhile.
+        """
+        now = time.time()
+        stale: set[str] = set()
+        with self.tx() as db:
+            if not self.connector_active(db, connector):
+                return None
+            for d in docs:
+                old = {
+                    r[0]
+                    for r in db.execute("SELECT chunk_id FROM chunks WHERE document_id=?", (d.document_id,))
+                }
+                new = {c.chunk_id for c in d.chunks}
+                stale |= old - new
+                prev = db.execute(
+                    "SELECT first_seen FROM documents WHERE document_id=?", (d.document_id,)
+                ).fetchone()
+                first_seen = prev[0] if prev else now
+                db.execute("DELETE FROM chunks WHERE document_id=?", (d.document_id,))
+                db.execute(
+                    "INSERT OR REPLACE INTO documents(document_id, connector, path, size, content_hash,"
+                    " mtime, first_seen, updated_at, metadata, body) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        d.document_id,
+                        connector,
+                        d.path,
+                        d.size,
+                        d.content_hash,
+                        d.mtime,
+                        first_seen,
+                        now,
+                        json.dumps(d.metadata, sort_keys=True),
+                        d.body,
+                    ),
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunks(chunk_id, document_id, idx, start, end) VALUES(?,?,?,?,?)",
+                    [(c.chunk_id, d.document_id, c.index, c.start, c.end) for c in d.chunks],
+                )
+                db.execute("DELETE FROM skipped WHERE connector=? AND path=?", (connector, d.path))
+        return stale
+
+    def delete_documents(self, connector: str, paths: Sequence[str]) -> set[str]:
+        """Remove documents that disappeared from the source; return their chunk IDs."""
+        gone: set[str] = set()
+        with self.tx() as db:
+            for p in paths:
+                r = db.execute(
+                    "SELECT document_id FROM documents WHERE connector=? AND path=?", (connector, p)
+                ).fetchone()
+                if r is None:
+                    continue
+                gone.update(
+                    x[0] for x in db.execute("SELECT chunk_id FROM chunks WHERE document_id=?", (r[0],))
+                )
+                db.execute("DELETE FROM documents WHERE document_id=?", (r[0],))
+        return gone
+
+    def record_skipped(self, connector: str, skipped: Sequence[tuple[str, str]]) -> None:
+        """Replace the connector's skip list with this run's (path, reason) pairs."""
+        with self.tx() as db:
+            db.execute("DELETE FROM skipped WHERE connector=?", (connector,))
+            db.executemany(
+                "INSERT OR REPLACE INTO skipped(connector, path, reason) VALUES(?,?,?)",
+                [(connector, p, r) for p, r in skipped],
+            )
+
+    def skipped(self, connector: str | None = None) -> list[tuple[str, str, str]]:
+        """(connector, path, reason) of files the last runs skipped."""
+        q = "SELECT connector, path, reason FROM skipped"
+        args: tuple[str, ...] = ()
+        if connector:
+            q += " WHERE connector=?"
+            args = (connector,)
+        return [(r[0], r[1], r[2]) for r in self._db().execute(q + " ORDER BY connector, path", args)]
+
+    def all_chunk_ids(self) -> set[str]:
+        """Every chunk ID the catalog knows (the index must hold exactly these)."""
+        return {r[0] for r in self._db().execute("SELECT chunk_id FROM chunks")}
+
+    def resolve_chunks(self, ids: Sequence[str]) -> dict[str, ChunkHit]:
+        """Chunk text and source metadata for point IDs; IDs the catalog does not know are absent."""
+        out: dict[str, ChunkHit] = {}
+        db = self._db()
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            q = (
+                "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
+                " substr(d.body, c.start + 1, c.end - c.start), d.updated_at"
+                " FROM chunks c JOIN documents d USING(document_id)"
+                f" JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
+                f" WHERE c.chunk_id IN ({','.join('?' * len(part))})"
+            )
+            for r in db.execute(q, part):
+                out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+        return out
+
+    def chunks_of(self, document_id: str) -> list[ChunkHit]:
+        """All chunks of a document in order (used by merge and rebuild)."""
+        q = (
+            "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
+            " substr(d.body, c.start + 1, c.end - c.start), d.updated_at"
+            " FROM chunks c JOIN documents d USING(document_id) WHERE c.document_id=? ORDER BY c.idx"
+        )
+        return [ChunkHit(*tuple(r)) for r in self._db().execute(q, (document_id,))]
+
+    def document(self, document_id: str) -> sqlite3.Row | None:
+        """One document row with its body, or None."""
+        row: sqlite3.Row | None = (
+            self._db()
+            .execute(
+                "SELECT d.* ,"
+                " (SELECT count(*) FROM chunks c WHERE c.document_id = d.document_id) AS chunk_count"
+                " FROM documents d JOIN connectors k ON k.name = d.connector AND k.state='active'"
+                " WHERE d.document_id=?",
+                (document_id,),
+            )
+            .fetchone()
+        )
+        return row
+
+    def recent(self, limit: int) -> list[sqlite3.Row]:
+        """The most recently changed documents, without bodies."""
+        return (
+            self._db()
+            .execute(
+                "SELECT d.document_id, d.connector, d.path, d.size, d.content_hash, d.mtime, d.first_seen,"
+                " d.updated_at, d.metadata,"
+                " (SELECT count(*) FROM chunks c WHERE c.document_id = d.document_id) AS chunk_count"
+                " FROM documents d JOIN connectors k ON k.name = d.connector AND k.state='active'"
+                " ORDER BY d.updated_at DESC, d.document_id LIMIT ?",
+                (limit,),
+            )
+            .fetchall()
+        )
+
+    def iter_documents(self) -> Iterator[tuple[str, str, str, str]]:
+        """(document_id, connector, path, body) of every document, in a stable order."""
+        ids = [r[0] for r in self._db().execute("SELECT document_id FROM documents ORDER BY document_id")]
+        for did in ids:
+            r = (
+                self._db()
+                .execute(
+                    "SELECT document_id, connector, path, body FROM documents WHERE document_id=?", (did,)
+                )
+                .fetchone()
+            )
+            if r is not None:
+                yield r[0], r[1], r[2], r[3]
+
+    def counts(self) -> dict[str, int]:
+        """documents, chunks, connectors, bytes."""
+        db = self._db()
+        docs, size = db.execute("SELECT count(*), coalesce(sum(size), 0) FROM documents").fetchone()
+        return {
+            "connectors": int(db.execute("SELECT count(*) FROM connectors").fetchone()[0]),
+            "documents": int(docs),
+            "chunks": int(db.execute("SELECT count(*) FROM chunks").fetchone()[0]),
+            "bytes": int(size),
+        }
+
+    def connector_counts(self, name: str) -> tuple[int, int]:
+        """(documents, bytes) of one connector."""
+        r = (
+            self._db()
+            .execute("SELECT count(*), coalesce(sum(size), 0) FROM documents WHERE connector=?", (name,))
+            .fetchone()
+        )
+        return int(r[0]), int(r[1])
+
+    # --------------------------------------------------------------------------------------- runs
+    def start_run(self, run_id: str, connector: str | None) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO runs(run_id, started_at, status, connector) VALUES(?,?,?,?)",
+                (run_id, time.time(), "running", connector),
+            )
+
+    def finish_run(self, run_id: str, status: str, stats: dict[str, Any]) -> None:
+        with self.tx() as db:
+            db.execute(
+                "UPDATE runs SET finished_at=?, status=?, stats=? WHERE run_id=?",
+                (time.time(), status, json.dumps(stats, sort_keys=True), run_id),
+            )
+
+    def interrupted_runs(self) -> list[str]:
+        """Runs that never finished (the process died); the next run repairs the index."""
+        return [r[0] for r in self._db().execute("SELECT run_id FROM runs WHERE status='running'")]
+
+    def last_run(self) -> dict[str, Any] | None:
+        r = (
+            self._db()
+            .execute(
+                "SELECT run_id, started_at, finished_at, status, connector, stats FROM runs"
+                " ORDER BY started_at DESC LIMIT 1"
+            )
+            .fetchone()
+        )
+        if r is None:
+            return None
+        return {
+            "run_id": r[0],
+            "started_at": r[1],
+            "finished_at": r[2],
+            "status": r[3],
+            "connector": r[4],
+            "stats": json.loads(r[5]),
+        }
+
+    def get_meta(self, key: str) -> str | None:
+        r = self._db().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if r is None else str(r[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?,?)", (key, value))

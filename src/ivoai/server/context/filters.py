@@ -1,0 +1,150 @@
+"""The document rules every connector applies: which paths are skipped and which contents are refused.
+
+A file is skipped (with a reason, never an error) when its path is a VCS internal or a known
+dependency/cache directory, when its name marks a secret, credential, key or cloud-state file, when
+it is larger than DOCUMENT_MAX_BYTES, when it is binary or not UTF-8, or when its text contains a
+private key or a recognisable credential. Skipping a file is always safer than indexing a secret.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import unicodedata
+
+from ivoai.common.limits import CONTEXT_BINARY_SNIFF_BYTES
+from ivoai.common.redact import find_secrets
+
+# Directories never descended into: VCS internals, then dependency and tool caches.
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".bzr", "_darcs", "CVS", ".jj", ".pijul", ".fossil-settings"}
+    | {
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".terraform",
+        ".gradle",
+        ".idea",
+    }
+)
+# VCS metadata files that are not directories (a git worktree's `.git` is a file).
+SKIP_FILES = frozenset({".git"})
+
+# Names (lower-cased basename globs) of secret, credential, key and cloud-state files.
+SECRET_NAME_GLOBS = (
+    ".env",
+    ".env.*",
+    "*.env",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.kdbx",
+    "*.ppk",
+    "*.gpg",
+    "credentials*.json",
+    "credentials",
+    "*.tfstate",
+    "*.tfstate.*",
+    "*.tfvars",
+    "kubeconfig",
+    "kubeconfig.*",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".htpasswd",
+    ".pgpass",
+    "secrets.json",
+    "secrets.yaml",
+    "secrets.yml",
+    "service-account*.json",
+    "*-sa.json",
+    "terraform.rc",
+    ".terraformrc",
+    ".dockercfg",
+    "known_hosts",
+    "authorized_keys",
+)
+# Template files that name secrets without holding them.
+SECRET_NAME_ALLOW = (".env.example", ".env.sample", ".env.template", ".env.dist")
+# Paths (lower-cased, relative) that are credentials wherever they sit in the tree.
+SECRET_PATH_SUFFIXES = (
+    ".aws/credentials",
+    ".aws/config",
+    ".kube/config",
+    ".docker/config.json",
+    ".ssh/config",
+    ".config/gcloud/credentials.db",
+)
+# Package-manager configs that are secret only when they carry a token or password.
+TOKEN_CONFIG_NAMES = frozenset({".npmrc", ".pypirc", ".yarnrc", ".yarnrc.yml", "pip.conf", ".condarc"})
+_TOKEN_LINE = re.compile(r"(?im)^\s*[^#;\s].*(_authtoken|_auth\b|password|token|npmauthtoken)\s*[:=]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def path_skip_reason(rel_path: str) -> str | None:
+    """Why a relative path (already valid UTF-8) must not be read, or None."""
+    parts = rel_path.split("/")
+    for part in parts[:-1]:
+        if part in SKIP_DIRS:
+            return f"inside skipped directory {part}"
+    name = parts[-1]
+    lower = name.lower()
+    if name in SKIP_FILES:
+        return "VCS metadata"
+    low_path = rel_path.lower()
+    if any(low_path == s or low_path.endswith("/" + s) for s in SECRET_PATH_SUFFIXES):
+        return "credential file (by path)"
+    if lower not in SECRET_NAME_ALLOW and any(fnmatch.fnmatchcase(lower, g) for g in SECRET_NAME_GLOBS):
+        return "secret, key or credential file (by name)"
+    return None
+
+
+def name_skip_reason(raw_name: str) -> str | None:
+    """Why an entry's name is refused: not UTF-8 (surrogate-escaped) or holding control characters."""
+    try:
+        raw_name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "file name is not valid UTF-8"
+    if _CONTROL.search(raw_name):
+        return "file name contains a control character (newline, tab, ...)"
+    return None
+
+
+def decode_text(data: bytes) -> str | None:
+    """The normalized text of `data` (UTF-8, BOM dropped, LF newlines, NFC), or None when binary."""
+    if b"\x00" in data[:CONTEXT_BINARY_SNIFF_BYTES]:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in text:
+        return None
+    return unicodedata.normalize("NFC", text)
+
+
+def content_skip_reason(rel_path: str, text: str) -> str | None:
+    """Why a decoded document must not be indexed (a key, a credential or a tokened config), or None."""
+    name = rel_path.rsplit("/", 1)[-1].lower()
+    if name in TOKEN_CONFIG_NAMES and _TOKEN_LINE.search(text):
+        return "package-manager config holding a token or password"
+    found = find_secrets(text)
+    if "pem_private_key" in found:
+        return "contains a private key"
+    if found:
+        return "contains a credential (" + ", ".join(sorted(set(found))) + ")"
+    return None

@@ -1,0 +1,433 @@
+"""The vector index behind one interface: a Qdrant Edge shard in DIR/index (default) or a Qdrant server.
+
+Each point is one chunk: a dense E5 vector (`dense`, cosine) and a BM25 sparse vector (`bm25`, IDF
+applied by the engine) computed with Qdrant Edge's own `Bm25` model (code-aware tokenizer: `parseConfig`
+and `parse_config` both yield `parse` and `config`). Hybrid search runs both as prefetches and fuses them
+with reciprocal rank fusion inside the engine; the dense prefetch carries the relevance floor, and the
+lexical prefetch only returns chunks sharing a term with the query. The same sparse vectors go to a
+Qdrant server, so both backends rank identically.
+
+The index is a cache: the catalog is authoritative and `rebuild` recreates the index from it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ivoai.common.limits import CONTEXT_INDEX_UPSERT_BATCH, CONTEXT_RRF_K, EMBEDDING_DIMENSIONS
+from ivoai.server.context.errors import IndexBusyError, VectorIndexError
+
+COLLECTION = f"ivoai-context-v1-d{EMBEDDING_DIMENSIONS}"
+DENSE = "dense"
+SPARSE = "bm25"
+PAYLOAD_KEYWORDS = ("document_id", "connector", "path_prefixes")
+SearchMode = Literal["hybrid", "dense", "lexical"]
+
+
+@dataclass(frozen=True)
+class IndexPoint:
+    point_id: str
+    vector: list[float]
+    text: str  # for the BM25 sparse vector; not stored in the payload (the catalog holds text)
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Hit:
+    point_id: str
+    score: float
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    limit: int
+    dense: list[float] | None = None
+    query_text: str | None = None
+    connector: str | None = None
+    path_prefix: str | None = None
+    mode: SearchMode = "hybrid"
+    prefetch: int = 50
+    dense_floor: float | None = None
+
+
+class VectorIndex(Protocol):
+    backend: str
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+    def delete_ids(self, ids: Sequence[str]) -> None: ...
+    def delete_connector(self, connector: str) -> None: ...
+    def search(self, spec: SearchSpec) -> list[Hit]: ...
+    def iter_ids(self) -> Iterator[str]: ...
+    def count(self) -> int: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def drop(self) -> None: ...
+
+
+def path_prefixes(path: str) -> list[str]:
+    """Every directory prefix of a relative path plus the path itself: `a/b/c` -> [a, a/b, a/b/c]."""
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+_BM25: Any = None
+_BM25_LOCK = threading.Lock()
+
+
+def bm25() -> Any:
+    """The process-wide Qdrant Edge BM25 model (code tokenizer, English stemming and stopwords)."""
+    global _BM25
+    with _BM25_LOCK:
+        if _BM25 is None:
+            import qdrant_edge as qe
+
+            _BM25 = qe.Bm25(qe.Bm25Config(tokenizer=qe.TokenizerType.Code, language="english"))
+        return _BM25
+
+
+# ------------------------------------------------------------------------------------------------ edge
+_SHARDS: dict[str, tuple[Any, int]] = {}
+_SHARDS_LOCK = threading.Lock()
+
+
+def _acquire_shard(path: Path) -> Any:
+    import qdrant_edge as qe
+
+    key = str(path)
+    with _SHARDS_LOCK:
+        if key in _SHARDS:
+            shard, refs = _SHARDS[key]
+            _SHARDS[key] = (shard, refs + 1)
+            return shard
+        config = qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=EMBEDDING_DIMENSIONS, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        try:
+            if (path / "segments").exists() or (path / "wal").exists():
+                shard = qe.EdgeShard.load(key)
+            else:
+                shard = qe.EdgeShard.create(key, config)
+                for name in PAYLOAD_KEYWORDS:
+                    shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        except Exception as exc:  # noqa: BLE001 - the engine raises bare Exception; classify its message
+            if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+                raise IndexBusyError(
+                    f"the context index {path} is open in another process (is `ivoai server start` running?);"
+                    " stop it or run this through the server"
+                ) from None
+            raise VectorIndexError(f"cannot open the context index {path}: {exc}") from None
+        _SHARDS[key] = (shard, 1)
+        return shard
+
+
+def _release_shard(path: Path, *, drop: bool = False) -> None:
+    key = str(path)
+    with _SHARDS_LOCK:
+        if key not in _SHARDS:
+            return
+        shard, refs = _SHARDS[key]
+        if refs > 1 and not drop:
+            _SHARDS[key] = (shard, refs - 1)
+            return
+        del _SHARDS[key]
+        shard.flush()
+        shard.close()
+
+
+def _edge_filter(spec: SearchSpec) -> Any:
+    import qdrant_edge as qe
+
+    must: list[Any] = []
+    if spec.connector:
+        must.append(qe.FieldCondition(key="connector", match=qe.MatchValue(spec.connector)))
+    if spec.path_prefix:
+        must.append(qe.FieldCondition(key="path_prefixes", match=qe.MatchValue(spec.path_prefix)))
+    return qe.Filter(must=must) if must else None
+
+
+@dataclass
+class EdgeIndex:
+    """A Qdrant Edge shard at DIR/index/ivoai-context-v1-d384 (one opener per process; shared by refcount)."""
+
+    path: Path
+    backend: str = "edge"
+    _shard: Any = field(default=None, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def __post_init__(self) -> None:
+        self._shard = _acquire_shard(self.path)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            with self._lock:
+                return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - the engine raises bare Exception
+            raise VectorIndexError(f"context index operation failed: {exc}") from None
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        """Insert or replace points (dense + BM25 sparse vectors, payload)."""
+        import qdrant_edge as qe
+
+        model = bm25()
+        for i in range(0, len(points), CONTEXT_INDEX_UPSERT_BATCH):
+            batch = [
+                qe.Point(
+                    id=p.point_id,
+                    vector={DENSE: p.vector, SPARSE: model.embed_document(p.text)},
+                    payload=p.payload,
+                )
+                for p in points[i : i + CONTEXT_INDEX_UPSERT_BATCH]
+            ]
+            self._call(self._shard.update, qe.UpdateOperation.upsert_points(batch))
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        """Delete points by ID (missing IDs are ignored)."""
+        import qdrant_edge as qe
+
+        for i in range(0, len(ids), CONTEXT_INDEX_UPSERT_BATCH):
+            self._call(
+                self._shard.update,
+                qe.UpdateOperation.delete_points(list(ids[i : i + CONTEXT_INDEX_UPSERT_BATCH])),
+            )
+
+    def delete_connector(self, connector: str) -> None:
+        """Delete every point of one connector."""
+        import qdrant_edge as qe
+
+        flt = qe.Filter(must=[qe.FieldCondition(key="connector", match=qe.MatchValue(connector))])
+        self._call(self._shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def search(self, spec: SearchSpec) -> list[Hit]:
+        """Dense, lexical or hybrid (RRF) search with optional connector and path-prefix filters."""
+        import qdrant_edge as qe
+
+        flt = _edge_filter(spec)
+        dense_q = qe.Query.Nearest(spec.dense, using=DENSE) if spec.dense is not None else None
+        sparse_q = None
+        if spec.query_text is not None:
+            sparse_q = qe.Query.Nearest(bm25().embed_query(spec.query_text), using=SPARSE)
+        if spec.mode == "dense":
+            req = qe.QueryRequest(
+                limit=spec.limit,
+                query=dense_q,
+                filter=flt,
+                with_payload=True,
+                score_threshold=spec.dense_floor,
+            )
+        elif spec.mode == "lexical":
+            req = qe.QueryRequest(limit=spec.limit, query=sparse_q, filter=flt, with_payload=True)
+        else:
+            prefetches = [
+                qe.Prefetch(limit=spec.prefetch, query=dense_q, filter=flt, score_threshold=spec.dense_floor),
+                qe.Prefetch(limit=spec.prefetch, query=sparse_q, filter=flt),
+            ]
+            req = qe.QueryRequest(
+                limit=spec.limit,
+                prefetches=prefetches,
+                query=qe.Fusion.Rrf(k=CONTEXT_RRF_K),  # type: ignore[arg-type]  # the stub omits nested classes
+                filter=flt,
+                with_payload=True,
+            )
+        points = self._call(self._shard.query, req)
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+
+    def iter_ids(self) -> Iterator[str]:
+        """Every point ID in the index (for repair after an interrupted run)."""
+        import qdrant_edge as qe
+
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                self._shard.scroll, qe.ScrollRequest(offset=offset, limit=1000, with_payload=False)
+            )
+            for r in records:
+                yield str(r.id)
+            if offset is None:
+                return
+
+    def count(self) -> int:
+        """Number of points."""
+        import qdrant_edge as qe
+
+        return int(self._call(self._shard.count, qe.CountRequest(exact=True)))
+
+    def flush(self) -> None:
+        """Persist pending writes."""
+        self._call(self._shard.flush)
+
+    def close(self) -> None:
+        """Release this opener (the shard closes with its last opener)."""
+        _release_shard(self.path)
+
+    def drop(self) -> None:
+        """Close the shard and delete its files (rebuild recreates it)."""
+        _release_shard(self.path, drop=True)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- qdrant
+@dataclass
+class QdrantIndex:
+    """A collection on a Qdrant server (or qdrant-client's local mode) through `qdrant-client`."""
+
+    client: Any
+    collection: str = COLLECTION
+    backend: str = "qdrant"
+
+    def __post_init__(self) -> None:
+        from qdrant_client import models as m
+
+        try:
+            if not self.client.collection_exists(self.collection):
+                self.client.create_collection(
+                    self.collection,
+                    vectors_config={
+                        DENSE: m.VectorParams(size=EMBEDDING_DIMENSIONS, distance=m.Distance.COSINE)
+                    },
+                    sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                )
+                for name in PAYLOAD_KEYWORDS:
+                    self.client.create_payload_index(self.collection, name, m.PayloadSchemaType.KEYWORD)
+        except Exception as exc:  # noqa: BLE001 - qdrant-client raises many transport types
+            raise VectorIndexError(
+                f"cannot open Qdrant collection {self.collection}: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def _sparse(self, vec: Any) -> Any:
+        from qdrant_client import models as m
+
+        return m.SparseVector(indices=list(vec.indices), values=list(vec.values))
+
+    def _filter(self, spec: SearchSpec) -> Any:
+        from qdrant_client import models as m
+
+        must: list[Any] = []
+        if spec.connector:
+            must.append(m.FieldCondition(key="connector", match=m.MatchValue(value=spec.connector)))
+        if spec.path_prefix:
+            must.append(m.FieldCondition(key="path_prefixes", match=m.MatchValue(value=spec.path_prefix)))
+        return m.Filter(must=must) if must else None
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - qdrant-client raises many transport types
+            raise VectorIndexError(f"Qdrant operation failed: {type(exc).__name__}: {exc}") from None
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        """Insert or replace points."""
+        from qdrant_client import models as m
+
+        model = bm25()
+        for i in range(0, len(points), CONTEXT_INDEX_UPSERT_BATCH):
+            batch = [
+                m.PointStruct(
+                    id=p.point_id,
+                    vector={DENSE: p.vector, SPARSE: self._sparse(model.embed_document(p.text))},
+                    payload=p.payload,
+                )
+                for p in points[i : i + CONTEXT_INDEX_UPSERT_BATCH]
+            ]
+            self._call(self.client.upsert, self.collection, batch, wait=True)
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        """Delete points by ID."""
+        from qdrant_client import models as m
+
+        if ids:
+            self._call(self.client.delete, self.collection, m.PointIdsList(points=list(ids)), wait=True)
+
+    def delete_connector(self, connector: str) -> None:
+        """Delete every point of one connector."""
+        from qdrant_client import models as m
+
+        flt = m.Filter(must=[m.FieldCondition(key="connector", match=m.MatchValue(value=connector))])
+        self._call(self.client.delete, self.collection, m.FilterSelector(filter=flt), wait=True)
+
+    def search(self, spec: SearchSpec) -> list[Hit]:
+        """Dense, lexical or hybrid (RRF) search."""
+        from qdrant_client import models as m
+
+        flt = self._filter(spec)
+        sparse = self._sparse(bm25().embed_query(spec.query_text)) if spec.query_text is not None else None
+        if spec.mode == "dense":
+            res = self._call(
+                self.client.query_points,
+                self.collection,
+                query=spec.dense,
+                using=DENSE,
+                limit=spec.limit,
+                query_filter=flt,
+                score_threshold=spec.dense_floor,
+                with_payload=True,
+            )
+        elif spec.mode == "lexical":
+            res = self._call(
+                self.client.query_points,
+                self.collection,
+                query=sparse,
+                using=SPARSE,
+                limit=spec.limit,
+                query_filter=flt,
+                with_payload=True,
+            )
+        else:
+            prefetch = [
+                m.Prefetch(
+                    query=spec.dense,
+                    using=DENSE,
+                    limit=spec.prefetch,
+                    filter=flt,
+                    score_threshold=spec.dense_floor,
+                ),
+                m.Prefetch(query=sparse, using=SPARSE, limit=spec.prefetch, filter=flt),
+            ]
+            res = self._call(
+                self.client.query_points,
+                self.collection,
+                prefetch=prefetch,
+                query=m.FusionQuery(fusion=m.Fusion.RRF),
+                limit=spec.limit,
+                query_filter=flt,
+                with_payload=True,
+            )
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+
+    def iter_ids(self) -> Iterator[str]:
+        """Every point ID."""
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                self.client.scroll,
+                self.collection,
+                limit=1000,
+                offset=offset,
+                with_payload=False,
+                with_vectors=False,
+            )
+            for r in records:
+                yield str(r.id)
+            if offset is None:
+                return
+
+    def count(self) -> int:
+        """Number of points."""
+        return int(self._call(self.client.count, self.collection, exact=True).count)
+
+    def flush(self) -> None:
+        """Writes are acknowledged with wait=True; nothing to do."""
+
+    def close(self) -> None:
+        """Close the client."""
+        self._call(self.client.close)
+
+    def drop(self) -> None:
+        """Delete the collection (rebuild recreates it)."""
+        self._call(self.client.delete_collection, self.collection)
