@@ -16,7 +16,7 @@ RECENCY_BOOST = 0.2  # at most +20 % for a page written just now ...
 RECENCY_HALF_LIFE_DAYS = 30.0  # ... halving every 30 days
 FEEDBACK_STEP = 0.1  # each net useful (or not useful) vote moves the score by 10 % ...
 FEEDBACK_MIN, FEEDBACK_MAX = 0.5, 1.5  # ... within these bounds
-DENSE_FLOOR = 0.80  # e5 cosine below this only counts alongside a lexical match
+DENSE_FLOOR = 0.80  # an e5 cosine below this is no semantic evidence (unrelated texts score ~0.75)
 # FTS5 column weights: path, title, body, tags, entities.
 BM25_WEIGHTS = (2.0, 5.0, 1.0, 3.0, 3.0)
 
@@ -80,7 +80,7 @@ def fuse(
 ) -> list[Ranked]:
     """Fuse a lexical ranking and a (page id, cosine) ranking, then apply page signals.
 
-    Reciprocal rank fusion; a semantic-only candidate needs a cosine of at least DENSE_FLOOR.
+    Reciprocal rank fusion; a semantic candidate counts only with a cosine of at least DENSE_FLOOR.
     Ties break on page id, so equal inputs always give the same order.
     """
     scores: dict[int, float] = {}
@@ -88,9 +88,8 @@ def fuse(
     for rank, page_id in enumerate(lexical):
         scores[page_id] = scores.get(page_id, 0.0) + 1.0 / (RRF_K + rank + 1)
         kinds.setdefault(page_id, set()).add("lexical")
-    lexical_ids = set(lexical)
     for rank, (page_id, cosine) in enumerate(semantic):
-        if page_id not in lexical_ids and cosine < DENSE_FLOOR:
+        if cosine < DENSE_FLOOR:
             continue
         scores[page_id] = scores.get(page_id, 0.0) + 1.0 / (RRF_K + rank + 1)
         kinds.setdefault(page_id, set()).add("semantic")

@@ -14,7 +14,7 @@ from ivoai.common.limits import (
     MEMORY_TAGS_MAX,
     MEMORY_TITLE_MAX_CHARS,
 )
-from ivoai.server.memory.errors import MemoryTooLargeError, MemoryValidationError
+from ivoai.server.memory.errors import MemoryValidationError
 
 LABEL: Literal["stored_memory"] = "stored_memory"
 NOTICE = (
@@ -206,6 +206,4 @@ def parse_model(model: type[M], data: Any, *, what: str) -> M:
         err = exc.errors(include_url=False, include_input=False)[0]
         loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
         message = f"{what} field {loc!r}: {err.get('msg', 'invalid')}"
-        if err.get("type") in ("string_too_long", "too_long"):
-            raise MemoryTooLargeError(message) from None
         raise MemoryValidationError(message) from None
