@@ -1,51 +1,104 @@
-"""Redaction of credentials in any text ivoai prints, logs or returns in an error."""
+"""Redaction of credentials in any text ivoai prints, logs or returns in an error.
+
+Each rule recognises one credential form and replaces the secret part with `[REDACTED]`, keeping
+any label (`Authorization: Bearer `, `password=`) so the message still says what was removed.
+Rules run in order: longer, more specific forms first.
+
+Two uses, two sets: `redact()` applies every rule (output may lose a harmless token, never leak
+one); `find_secrets()` classifies content (refusing a memory page, skipping a document) and uses
+only the precise rules in `_PATTERNS`, which other modules compile to bytes: keep it a tuple of
+(name, pattern) pairs whose patterns are ASCII-only.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 REDACTED = "[REDACTED]"
 
-# Order matters: longer, more specific forms first.
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
+_B64URL = r"A-Za-z0-9_\-"
+
+
+@dataclass(frozen=True)
+class _Rule:
+    name: str
+    pattern: re.Pattern[str]
+    detect: bool = True  # also used by find_secrets / _PATTERNS
+    # Decides whether a match is a secret (default: always); keeps bare-token rules off prose.
+    accept: Callable[[str], bool] | None = None
+
+    def replace(self, match: re.Match[str]) -> str:
+        if self.accept is not None and not self.accept(match.group(0)):
+            return match.group(0)
+        groups = match.groupdict()
+        return (groups.get("keep") or "") + REDACTED + (groups.get("tail") or "")
+
+
+def _mixed_case_with_digits(token: str) -> bool:
+    has_digit = any(c.isdigit() for c in token)
+    return has_digit and any(c.isupper() for c in token) and any(c.islower() for c in token)
+
+
+_RULES: tuple[_Rule, ...] = (
+    _Rule(
         "pem_private_key",
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
             re.DOTALL,
         ),
     ),
-    (
+    _Rule(
         "authorization_header",
-        re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)\s+[^\s\"',;]+"),
+        re.compile(r"(?i)\b(?P<keep>(?:proxy-)?authorization\s*[:=]\s*(?:bearer|basic|token)\s+)[^\s\"',;]+"),
     ),
-    ("bearer", re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]{8,}=*")),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{8,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}")),
-    ("github_token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    (
+    _Rule(
+        "secret_header",
+        re.compile(r"(?im)\b(?P<keep>(?:x-api-key|cookie|set-cookie|chatgpt-account-id)\s*:\s*)[^\r\n]+"),
+        detect=False,
+    ),
+    _Rule("bearer", re.compile(r"(?i)\b(?P<keep>bearer\s+)[A-Za-z0-9\-._~+/]{8,}=*")),
+    _Rule(
+        "url_credentials",
+        re.compile(r"(?i)\b(?P<keep>[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(?P<tail>@)"),
+        detect=False,
+    ),
+    _Rule("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{8,}")),
+    _Rule("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}")),
+    _Rule("github_token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}")),
+    _Rule("ivoai_credential", re.compile(r"\bivc_[A-Za-z0-9_\-]{20,}")),
+    _Rule("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    _Rule(
         "aws_secret",
-        re.compile(r"(?i)(aws_secret_access_key\s*[=:]\s*)[\"']?[A-Za-z0-9/+=]{40}[\"']?"),
+        re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*)[\"']?[A-Za-z0-9/+=]{40}[\"']?"),
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")),
-    (
+    _Rule("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")),
+    _Rule(
         "labelled_secret",
         re.compile(
-            r"(?i)\b((?:enrollment[_ -]?code|code|credential|access[_-]?token|refresh[_-]?token|api[_-]?key|"
-            r"client[_-]?secret|password|secret|token)\"?\s*[:=]\s*\"?)[A-Za-z0-9\-._~+/]{16,}=*"
+            r"(?i)\b(?P<keep>(?:enrollment[_ -]?code|code|credential|access[_-]?token|refresh[_-]?token|"
+            r"api[_-]?key|client[_-]?secret|password|secret|token)\"?\s*[:=]\s*\"?)[A-Za-z0-9\-._~+/]{16,}=*"
         ),
     ),
+    # A bare 256-bit base64url token (enrollment and activation codes, router tokens): exactly 43
+    # characters mixing digits and both cases, so hex digests and ordinary words are left alone.
+    _Rule(
+        "random_token",
+        re.compile(rf"(?<![{_B64URL}])[{_B64URL}]{{43}}(?![{_B64URL}])"),
+        detect=False,
+        accept=_mixed_case_with_digits,
+    ),
 )
+
+# The precise detection rules as (name, pattern) pairs (see the module docstring).
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((r.name, r.pattern) for r in _RULES if r.detect)
 
 
 def redact(text: str) -> str:
     """Replace every recognised credential form in `text` with a marker."""
-    for _name, pattern in _PATTERNS:
-        if pattern.groups:
-            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-        else:
-            text = pattern.sub(REDACTED, text)
+    for rule in _RULES:
+        text = rule.pattern.sub(rule.replace, text)
     return text
 
 
