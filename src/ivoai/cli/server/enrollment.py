@@ -1,0 +1,129 @@
+"""`ivoai server enrollment create|list|revoke` and `ivoai server clients list|revoke`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import typer
+
+from ivoai.cli._output import info, print_json, print_table
+from ivoai.cli.server import data_dir_from
+
+if TYPE_CHECKING:
+    from ivoai.server.auth.enrollment import EnrollmentStore
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="One-time enrollment codes for clients.")
+clients_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Enrolled clients: list, revoke.")
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def _store(ctx: typer.Context) -> EnrollmentStore:
+    from ivoai.server.auth.enrollment import EnrollmentStore
+    from ivoai.server.datadir import ServerDataDir
+
+    data = ServerDataDir(data_dir_from(ctx)).ensure()
+    return EnrollmentStore(data.root, data.enrollment)
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    ttl: str = typer.Option("10m", "--ttl", help="Lifetime: 90s, 10m, 2h, 1d (at most 1d)."),
+    scopes: str | None = typer.Option(
+        None, "--scopes", help="Space/comma-separated scopes (default: client scopes)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help='Print {"id", "code", "expires_at"}.'),
+) -> None:
+    """Create a one-time enrollment code and print it once."""
+    from ivoai.common.limits import ENROLLMENT_TTL_MAX_SECONDS, ENROLLMENT_TTL_SECONDS
+    from ivoai.common.protocol import DEFAULT_CLIENT_SCOPES
+    from ivoai.server.auth.enrollment import parse_ttl
+    from ivoai.server.auth.scopes import parse_scopes
+
+    seconds = parse_ttl(ttl, default=ENROLLMENT_TTL_SECONDS, maximum=ENROLLMENT_TTL_MAX_SECONDS)
+    wanted = parse_scopes(scopes, default=DEFAULT_CLIENT_SCOPES, field="--scopes")
+    created = _store(ctx).create_code(ttl_seconds=seconds, scopes=wanted)
+    if json_out:
+        print_json({"id": created.id, "code": created.code, "expires_at": _iso(created.expires_at)})
+        return
+    # The code is printed once, unredacted, on stdout only; metadata goes to stderr.
+    sys.stdout.write(created.code + "\n")
+    info(f"enrollment {created.id}: expires {_iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
+    info(
+        "give the code to the client over a private channel; it works once: "
+        "ivoai connect server add ALIAS --url URL --code-stdin"
+    )
+
+
+@app.command("list")
+def list_codes(
+    ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")
+) -> None:
+    """List enrollment codes (metadata only; codes are never stored)."""
+    store = _store(ctx)
+    rows = [
+        {
+            "id": r.id,
+            "status": store.code_status(r),
+            "created_at": _iso(r.created_at),
+            "expires_at": _iso(r.expires_at),
+            "consumed_at": _iso(r.consumed_at),
+            "revoked_at": _iso(r.revoked_at),
+            "client_id": r.client_id,
+            "scopes": r.scopes,
+        }
+        for r in store.list_codes()
+    ]
+    if json_out:
+        print_json(rows)
+        return
+    print_table(
+        "Enrollment codes",
+        ["ID", "STATUS", "EXPIRES", "CLIENT", "SCOPES"],
+        [[r["id"], r["status"], r["expires_at"], r["client_id"] or "", " ".join(r["scopes"])] for r in rows],  # type: ignore[arg-type]
+    )
+
+
+@app.command("revoke")
+def revoke_code(ctx: typer.Context, code_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Revoke an enrollment code before it is used."""
+    record = _store(ctx).revoke_code(code_id)
+    info(f"revoked enrollment code {record.id}")
+
+
+@clients_app.command("list")
+def list_clients(
+    ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")
+) -> None:
+    """List enrolled clients."""
+    rows = [
+        {
+            "client_id": c.client_id,
+            "status": "revoked" if c.revoked_at is not None else "active",
+            "created_at": _iso(c.created_at),
+            "revoked_at": _iso(c.revoked_at),
+            "enrollment_id": c.enrollment_id,
+            "scopes": c.scopes,
+        }
+        for c in _store(ctx).list_clients()
+    ]
+    if json_out:
+        print_json(rows)
+        return
+    print_table(
+        "Clients",
+        ["CLIENT", "STATUS", "CREATED", "SCOPES"],
+        [[r["client_id"], r["status"], r["created_at"], " ".join(r["scopes"])] for r in rows],  # type: ignore[arg-type]
+    )
+
+
+@clients_app.command("revoke")
+def revoke_client(ctx: typer.Context, client_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Revoke a client's credential immediately."""
+    record = _store(ctx).revoke_client(client_id)
+    info(f"revoked client {record.client_id}")

@@ -1,0 +1,98 @@
+"""`ivoai server web-access create|list|revoke`: activation codes for the Web MCP consent page."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import typer
+
+from ivoai.cli._output import info, print_json, print_table
+from ivoai.cli.server import data_dir_from
+
+if TYPE_CHECKING:
+    from ivoai.server.auth.oauth_store import OAuthStore
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Activation codes for the Web MCP consent page."
+)
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def _store(ctx: typer.Context) -> OAuthStore:
+    from ivoai.server.auth.oauth_store import OAuthStore
+    from ivoai.server.datadir import ServerDataDir
+
+    data = ServerDataDir(data_dir_from(ctx)).ensure()
+    return OAuthStore(data.root, data.oauth)
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    ttl: str = typer.Option("10m", "--ttl", help="Lifetime: 90s, 10m, 2h, 1d (at most 1d)."),
+    scopes: str | None = typer.Option(
+        None,
+        "--scopes",
+        help="Scopes the connector may get (default: context:read memory:read memory:write).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help='Print {"id", "code", "expires_at", "scopes"}.'),
+) -> None:
+    """Create a one-time activation code to type on the consent page."""
+    created = _store(ctx).create_activation(ttl=ttl, scopes=scopes)
+    if json_out:
+        print_json(
+            {
+                "id": created.id,
+                "code": created.code,
+                "expires_at": _iso(created.expires_at),
+                "scopes": created.scopes,
+            }
+        )
+        return
+    sys.stdout.write(created.code + "\n")
+    info(f"web-access {created.id}: expires {_iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
+    info(
+        "add the server's /mcp URL as a connector in ChatGPT or Claude; "
+        "paste this code on its consent page"
+    )
+
+
+@app.command("list")
+def list_codes(
+    ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")
+) -> None:
+    """List activation codes (metadata only)."""
+    store = _store(ctx)
+    rows = [
+        {
+            "id": r.id,
+            "status": store.activation_status(r),
+            "created_at": _iso(r.created_at),
+            "expires_at": _iso(r.expires_at),
+            "consumed_at": _iso(r.consumed_at),
+            "revoked_at": _iso(r.revoked_at),
+            "client_id": r.client_id,
+            "scopes": r.scopes,
+        }
+        for r in store.list_activations()
+    ]
+    if json_out:
+        print_json(rows)
+        return
+    print_table(
+        "Web access codes",
+        ["ID", "STATUS", "EXPIRES", "CLIENT", "SCOPES"],
+        [[r["id"], r["status"], r["expires_at"], r["client_id"] or "", " ".join(r["scopes"])] for r in rows],  # type: ignore[arg-type]
+    )
+
+
+@app.command("revoke")
+def revoke(ctx: typer.Context, activation_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Revoke an activation code and every Web grant approved with it."""
+    record = _store(ctx).revoke_activation(activation_id)
+    info(f"revoked web-access {record.id} and its grants")

@@ -1,0 +1,257 @@
+"""Gateway settings: the `[server]` table of `DATA/config.toml`, overridable from `ivoai server start`.
+
+The transport policy is decided here, once, before any socket is opened:
+
+- a loopback listener may serve plaintext HTTP (development, the quickstart);
+- a non-loopback plaintext listener is allowed only with `--trusted-proxy CIDR`, and then every
+  request must come from a peer in that CIDR and carry `X-Forwarded-Proto: https`;
+- any other non-loopback listener requires `--tls-cert` and `--tls-key`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import tomlkit
+
+from ivoai.common.errors import ValidationError
+from ivoai.common.fsio import atomic_write, read_private_file_or_none
+from ivoai.common.limits import (
+    CONFIG_MAX_BYTES,
+    GATEWAY_DEFAULT_LISTEN,
+    REINGEST_INTERVAL_DEFAULT_SECONDS,
+    REINGEST_INTERVAL_MIN_SECONDS,
+)
+from ivoai.server.datadir import ServerDataDir
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for `localhost` and any loopback IP literal (127.0.0.0/8, ::1)."""
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:7744` for IPv6) -> (host, port).
+
+    Raises:
+        ValidationError: malformed address or port outside 0..65535.
+    """
+    text = value.strip()
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if not sep:
+            raise ValidationError(f"--listen: unbalanced brackets in {value!r}")
+    else:
+        host, _, port_text = text.rpartition(":")
+    if not host or not port_text.isdigit():
+        raise ValidationError(
+            f"--listen: expected HOST:PORT (for example {GATEWAY_DEFAULT_LISTEN}), got {value!r}"
+        )
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValidationError(f"--listen: port must be 0..65535, got {port}")
+    return host, port
+
+
+def normalize_public_url(value: str) -> str:
+    """A canonical origin `scheme://host[:port]` (lower-case, no path, query, fragment or userinfo).
+
+    Raises:
+        ValidationError: not an absolute http(s) origin.
+    """
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(f"--public-url: expected https://HOST[:PORT], got {value!r}")
+    if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
+        raise ValidationError(
+            f"--public-url: must be a bare origin without path, query or credentials: {value!r}"
+        )
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
+        raise ValidationError("--public-url: plain http is allowed only for a loopback host; use https://")
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default_port = 443 if parts.scheme == "https" else 80
+    port = "" if parts.port in (None, default_port) else f":{parts.port}"
+    return f"{parts.scheme}://{host}{port}"
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Everything the gateway needs to know about its network position."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 7744
+    public_url: str = ""  # empty: derived from the listen address
+    trusted_proxies: tuple[IpNetwork, ...] = ()
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    reingest_interval_seconds: int = REINGEST_INTERVAL_DEFAULT_SECONDS
+    allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def base_url(self) -> str:
+        """The canonical public origin (configured, or derived from the listen address)."""
+        if self.public_url:
+            return self.public_url
+        scheme = "https" if self.tls else "http"
+        host = self.listen_host
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.listen_port}"
+
+    @property
+    def mcp_resource_url(self) -> str:
+        """The RFC 8707 resource every OAuth token is bound to: the canonical public `/mcp` URL."""
+        return self.base_url + "/mcp"
+
+    def with_port(self, port: int) -> GatewaySettings:
+        """A copy listening on `port` (used after binding port 0)."""
+        return replace(self, listen_port=port)
+
+    def validate(self) -> None:
+        """Refuse a transport configuration the seed forbids (see module doc).
+
+        Raises:
+            ValidationError: plaintext on a non-loopback listener without a trusted proxy, half a TLS
+                pair, or an https public URL served by a plaintext loopback listener without a proxy.
+        """
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValidationError("--tls-cert and --tls-key must be given together")
+        loopback = is_loopback_host(self.listen_host)
+        if not loopback and not self.tls and not self.trusted_proxies:
+            raise ValidationError(
+                f"refusing plaintext HTTP on non-loopback address {self.listen_host}: "
+                "give --tls-cert/--tls-key, "
+                "or put a TLS-terminating proxy in front and name it with --trusted-proxy CIDR"
+            )
+        if self.reingest_interval_seconds < REINGEST_INTERVAL_MIN_SECONDS:
+            raise ValidationError(
+                f"reingest_interval_seconds must be at least {REINGEST_INTERVAL_MIN_SECONDS}, "
+                f"got {self.reingest_interval_seconds}"
+            )
+
+
+def parse_proxies(values: list[str] | tuple[str, ...]) -> tuple[IpNetwork, ...]:
+    """CIDR strings -> networks.
+
+    Raises:
+        ValidationError: a value is not a CIDR.
+    """
+    out: list[IpNetwork] = []
+    for value in values:
+        try:
+            out.append(ipaddress.ip_network(value.strip(), strict=False))
+        except ValueError:
+            raise ValidationError(
+                f"--trusted-proxy: {value!r} is not an IP network like 10.0.0.0/8"
+            ) from None
+    return tuple(out)
+
+
+DEFAULT_CONFIG = f"""\
+# ivoai server configuration (non-secret settings only; secrets live in secrets/).
+[server]
+listen = "{GATEWAY_DEFAULT_LISTEN}"
+# Canonical public origin (https://ai.example.com). Empty: derived from `listen`.
+public_url = ""
+# CIDRs of TLS-terminating reverse proxies allowed to send X-Forwarded-Proto: https.
+trusted_proxies = []
+# Direct TLS (required for a non-loopback listener without a trusted proxy).
+tls_cert = ""
+tls_key = ""
+# Extra browser origins allowed to call the MCP endpoints (the public origin always is).
+allowed_origins = []
+# Periodic re-ingestion of every connector while the server runs.
+reingest_interval_seconds = {REINGEST_INTERVAL_DEFAULT_SECONDS}
+"""
+
+
+def write_default_config(data_dir: ServerDataDir) -> bool:
+    """Write `config.toml` with defaults unless it exists; True when written."""
+    if read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES) is not None:
+        return False
+    atomic_write(data_dir.root, data_dir.config_file, DEFAULT_CONFIG.encode("utf-8"))
+    return True
+
+
+def update_config(data_dir: ServerDataDir, values: dict[str, Any]) -> None:
+    """Set keys of the `[server]` table, preserving every other table, key and comment."""
+    raw = read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES)
+    doc = tomlkit.parse(raw.decode("utf-8") if raw is not None else DEFAULT_CONFIG)
+    table = doc.get("server")
+    if table is None:
+        table = tomlkit.table()
+        doc["server"] = table
+    for key, value in values.items():
+        table[key] = value
+    atomic_write(data_dir.root, data_dir.config_file, tomlkit.dumps(doc).encode("utf-8"))
+
+
+def load_settings(data_dir: ServerDataDir) -> GatewaySettings:
+    """Settings from `config.toml` (defaults when the file or a key is missing).
+
+    Raises:
+        ValidationError: the file is not TOML or a value has the wrong type/shape.
+    """
+    raw = read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES)
+    table: dict[str, Any] = {}
+    if raw is not None:
+        try:
+            doc = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ValidationError(f"{data_dir.config_file}: not valid TOML ({exc})") from None
+        server = doc.get("server", {})
+        if not isinstance(server, dict):
+            raise ValidationError(f"{data_dir.config_file}: [server] must be a table")
+        table = server
+
+    def get_str(key: str, default: str = "") -> str:
+        value = table.get(key, default)
+        if not isinstance(value, str):
+            raise ValidationError(f"{data_dir.config_file}: server.{key} must be a string")
+        return value
+
+    def get_list(key: str) -> list[str]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValidationError(f"{data_dir.config_file}: server.{key} must be a list of strings")
+        return list(value)
+
+    host, port = parse_listen(get_str("listen", GATEWAY_DEFAULT_LISTEN))
+    public = get_str("public_url")
+    interval = table.get("reingest_interval_seconds", REINGEST_INTERVAL_DEFAULT_SECONDS)
+    if not isinstance(interval, int) or isinstance(interval, bool):
+        raise ValidationError(f"{data_dir.config_file}: server.reingest_interval_seconds must be an integer")
+    cert, key = get_str("tls_cert"), get_str("tls_key")
+    return GatewaySettings(
+        listen_host=host,
+        listen_port=port,
+        public_url=normalize_public_url(public) if public else "",
+        trusted_proxies=parse_proxies(get_list("trusted_proxies")),
+        tls_cert=Path(cert) if cert else None,
+        tls_key=Path(key) if key else None,
+        reingest_interval_seconds=interval,
+        allowed_origins=tuple(normalize_public_url(o) for o in get_list("allowed_origins")),
+    )
