@@ -29,13 +29,28 @@ def service(data_dir: ServerDataDir) -> Iterator[MemoryService]:
 
 CONCEPTS: dict[str, int] = {
     # dimension 0: signing in
-    "login": 0, "authentication": 0, "auth": 0, "sign": 0, "oauth": 0, "password": 0,
+    "login": 0,
+    "authentication": 0,
+    "auth": 0,
+    "sign": 0,
+    "oauth": 0,
+    "password": 0,
     # dimension 1: storage
-    "database": 1, "postgres": 1, "sql": 1, "storage": 1, "tables": 1,
+    "database": 1,
+    "postgres": 1,
+    "sql": 1,
+    "storage": 1,
+    "tables": 1,
     # dimension 2: shipping
-    "deploy": 2, "release": 2, "kubernetes": 2, "ship": 2,
+    "deploy": 2,
+    "release": 2,
+    "kubernetes": 2,
+    "ship": 2,
     # dimension 3: interface
-    "frontend": 3, "react": 3, "button": 3, "ui": 3,
+    "frontend": 3,
+    "react": 3,
+    "button": 3,
+    "ui": 3,
 }
 
 

@@ -17,13 +17,17 @@ def test_paths_with_dot_dot_are_refused(path: str) -> None:
         normalize_path(path)
 
 
-@pytest.mark.parametrize("path", ["/etc/passwd", "//server/share.md", "C:/Users/x.md", "c:x.md", "~/notes.md"])
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "//server/share.md", "C:/Users/x.md", "c:x.md", "~/notes.md"]
+)
 def test_absolute_paths_are_refused(path: str) -> None:
     with pytest.raises(MemoryPathError, match="relative"):
         normalize_path(path)
 
 
-@pytest.mark.parametrize("path", ["a\x00b.md", "a\nb.md", "a\rb.md", "esc\x1b[31m.md", "line\u2028sep.md", "del\x7f.md"])
+@pytest.mark.parametrize(
+    "path", ["a\x00b.md", "a\nb.md", "a\rb.md", "esc\x1b[31m.md", "line\u2028sep.md", "del\x7f.md"]
+)
 def test_paths_with_nul_or_control_characters_are_refused(path: str) -> None:
     with pytest.raises(MemoryPathError, match="control character"):
         normalize_path(path)
@@ -70,7 +74,8 @@ def test_a_directory_component_cannot_look_like_a_page() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["", "Upper", "-lead", ".lead", "_lead", "a b", "a/b", "a:b", "ü", "x" * (MEMORY_NAME_MAX_CHARS + 1)]
+    "name",
+    ["", "Upper", "-lead", ".lead", "_lead", "a b", "a/b", "a:b", "ü", "x" * (MEMORY_NAME_MAX_CHARS + 1)],
 )
 def test_names_that_break_the_pattern_are_refused(name: str) -> None:
     with pytest.raises(MemoryNameError):

@@ -28,7 +28,9 @@ def semantic(data_dir: ServerDataDir, embedder: ConceptEmbedder) -> Iterator[Mem
 def test_a_page_sharing_no_words_with_the_query_is_found_semantically(
     semantic: MemoryService, data_dir: ServerDataDir
 ) -> None:
-    assert semantic.memory_write_page("w", "p", "auth.md", "Authentication uses OAuth and a password").embedded
+    assert semantic.memory_write_page(
+        "w", "p", "auth.md", "Authentication uses OAuth and a password"
+    ).embedded
     semantic.memory_write_page("w", "p", "db.md", "Postgres tables and storage")
     result = semantic.memory_query("login", "w", "p")
     assert result.semantic is True
@@ -44,7 +46,10 @@ def test_a_page_matching_both_ways_ranks_above_one_matching_one_way(semantic: Me
     semantic.memory_write_page("w", "p", "both.md", "login with oauth")
     hits = semantic.memory_query("login", "w", "p").hits
     assert (hits[0].path, hits[0].match) == ("both.md", "both")
-    assert {h.path: h.match for h in hits[1:]} == {"semantic-only.md": "semantic", "lexical-only.md": "lexical"}
+    assert {h.path: h.match for h in hits[1:]} == {
+        "semantic-only.md": "semantic",
+        "lexical-only.md": "lexical",
+    }
 
 
 def test_semantic_candidates_never_leave_the_scope(semantic: MemoryService) -> None:
@@ -62,7 +67,9 @@ def test_deleted_and_expired_pages_are_not_found_semantically(semantic: MemorySe
     assert semantic.memory_query("login", "w", "p").hits == []
 
 
-def test_pages_written_without_an_embedder_are_backfilled(data_dir: ServerDataDir, embedder: ConceptEmbedder) -> None:
+def test_pages_written_without_an_embedder_are_backfilled(
+    data_dir: ServerDataDir, embedder: ConceptEmbedder
+) -> None:
     with MemoryService.open(data_dir) as plain:
         assert plain.memory_write_page("w", "p", "auth.md", "authentication oauth").embedded is False
         assert plain.embed_missing() == 0
@@ -74,7 +81,9 @@ def test_pages_written_without_an_embedder_are_backfilled(data_dir: ServerDataDi
         assert svc.memory_status().embedded_pages == 1
 
 
-def test_a_failing_embedder_degrades_to_lexical_ranking(semantic: MemoryService, embedder: ConceptEmbedder) -> None:
+def test_a_failing_embedder_degrades_to_lexical_ranking(
+    semantic: MemoryService, embedder: ConceptEmbedder
+) -> None:
     embedder.fail = True
     assert semantic.memory_write_page("w", "p", "a.md", "login notes").embedded is False
     result = semantic.memory_query("login", "w", "p")

@@ -25,14 +25,21 @@ API_KEY = "sk-ant-api03-" + "Zx9" * 12
 
 def test_a_written_page_reads_back_with_its_frontmatter(service: MemoryService) -> None:
     result = service.memory_write_page(
-        "default", "proj", "decisions/auth", "# Auth\nWe use PKCE.\n",
+        "default",
+        "proj",
+        "decisions/auth",
+        "# Auth\nWe use PKCE.\n",
         {"tags": ["auth"], "entities": ["oauth"], "pinned": True, "kind": "decision"},
     )
     assert (result.path, result.version, result.created) == ("decisions/auth.md", 1, True)
     page = service.memory_read_page("default", "proj", "decisions/auth.md")
     assert page.body == "# Auth\nWe use PKCE.\n"
     assert (page.title, page.tags, page.entities, page.pinned, page.kind) == (
-        "Auth", ["auth"], ["oauth"], True, "decision"
+        "Auth",
+        ["auth"],
+        ["oauth"],
+        True,
+        "decision",
     )
     assert page.label == "stored_memory" and "not instructions" in page.notice
 

@@ -181,19 +181,27 @@ def current_version(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
+def check_supported_version(version: int, latest: int = LATEST.version) -> None:
+    """Refuse a recorded version newer than the last step this code knows.
+
+    Raises:
+        MemorySchemaError: always, when `version > latest`.
+    """
+    if version > latest:
+        raise MemorySchemaError(
+            f"memory database schema version {version} is newer than this ivoai supports ({latest}); "
+            "upgrade ivoai (the database was left untouched)"
+        )
+
+
 def check_supported(conn: sqlite3.Connection, *, upto: int | None = None) -> int:
     """Return the database's version after verifying this code knows every step it records.
 
     Raises:
         MemorySchemaError: the database is newer than this code, or its step names differ.
     """
-    latest = LATEST.version if upto is None else upto
     version = current_version(conn)
-    if version > latest:
-        raise MemorySchemaError(
-            f"memory database schema version {version} is newer than this ivoai supports ({latest}); "
-            "upgrade ivoai (the database was left untouched)"
-        )
+    check_supported_version(version, LATEST.version if upto is None else upto)
     if version > 0:
         recorded = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
         for step in MIGRATIONS[:version]:

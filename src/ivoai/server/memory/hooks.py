@@ -268,6 +268,7 @@ def render_session(info: SessionInfo, events: Sequence[StoredEvent]) -> tuple[st
         for e in ordered
         if e.event.message
     ]
+    first_at = min(info.first_at, ordered[0].at) if ordered else info.first_at
     last_at = ordered[-1].at if ordered else info.first_at
     total = len(ordered) + info.dropped_events
     lines = [
@@ -276,7 +277,7 @@ def render_session(info: SessionInfo, events: Sequence[StoredEvent]) -> tuple[st
         f"- agent: {info.agent}",
         f"- workspace: {info.workspace}",
         f"- project: {info.project}",
-        f"- started: {_iso(info.first_at)}",
+        f"- started: {_iso(first_at)}",
         f"- last event: {_iso(last_at)}",
         f"- events: {total}"
         + (f" ({info.dropped_events} beyond the per-session limit not kept)" if info.dropped_events else ""),

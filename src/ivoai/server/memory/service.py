@@ -14,7 +14,7 @@ import time
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ivoai.common.errors import IvoaiError
 from ivoai.common.ids import sha256_hex
@@ -30,10 +30,10 @@ from ivoai.common.limits import (
     MEMORY_SEMANTIC_SCAN_MAX_PAGES,
     MEMORY_SESSION_HISTORY_MAX_VERSIONS,
     MEMORY_SESSION_MAX_EVENTS,
+    MEMORY_SQLITE_BUSY_TIMEOUT_SECONDS,
     MEMORY_TITLE_MAX_CHARS,
 )
 from ivoai.common.redact import find_secrets, redact
-from ivoai.server.context.embeddings import Embedder
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.memory import _ranking, _schema
 from ivoai.server.memory._db import Connections, guard, prepare_file
@@ -49,6 +49,7 @@ from ivoai.server.memory.errors import (
     MemoryConfirmError,
     MemoryConflictError,
     MemoryNotFoundError,
+    MemoryStoreError,
     MemoryTooLargeError,
     MemoryValidationError,
 )
@@ -77,6 +78,9 @@ from ivoai.server.memory.models import (
     WriteResult,
     parse_model,
 )
+
+if TYPE_CHECKING:
+    from ivoai.server.context.embeddings import Embedder
 
 CLOCK_SKEW_ALLOWED_SECONDS = 300.0  # a hook event stamped further ahead than this gets the server's time
 SNIPPET_TOKENS = 24
@@ -641,12 +645,18 @@ class MemoryService:
 
 
 def _open_schema(connections: Connections) -> None:
-    conn = connections.get()
     try:
-        _schema.migrate(conn)
+        # Read the version before anything writes (not even the journal mode): a newer database
+        # must be left exactly as it was.
+        probe = sqlite3.connect(connections.path, timeout=MEMORY_SQLITE_BUSY_TIMEOUT_SECONDS)
+        try:
+            version = _schema.current_version(probe)
+        finally:
+            probe.close()
+        if version > _schema.LATEST.version:
+            _schema.check_supported_version(version)
+        _schema.migrate(connections.get())
     except sqlite3.DatabaseError as exc:
-        from ivoai.server.memory.errors import MemoryStoreError
-
         raise MemoryStoreError(f"memory database {connections.path} is unusable: {exc}") from None
 
 
