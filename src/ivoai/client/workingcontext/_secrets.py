@@ -1,111 +1,118 @@
 """Credential detection over up to 16 MiB of raw bytes, fast enough to run on every artifact.
 
-`ivoai.common.redact.find_secrets` runs each pattern over the whole text; on 16 MiB of log output
-that takes seconds. This module finds the same pattern names (a test pins the equivalence on a
-corpus) by first looking for each pattern's literal anchor with `bytes.find` and then running the
-pattern only in a window around each hit. A pattern without a known anchor, or one whose anchor
-occurs more than ARTIFACT_SCAN_MAX_ANCHOR_HITS times, is run over the whole payload instead, so a
-new pattern added to `common.redact` is never silently skipped.
+The authority is `ivoai.common.redact.find_secrets`: a payload is refused when it reports any
+credential form (plus a few raw-auth forms added here: Slack, Google, npm and Stripe keys).
 
-It adds a few raw-auth forms of its own (Slack, Google, npm, Stripe keys; passwords in URLs).
-Binary payloads are scanned byte-for-byte (the patterns are ASCII).
+Running `find_secrets` over 16 MiB of log output takes seconds, so large payloads are scanned in
+two steps. First, literal-prefixed regular expressions over the lower-cased bytes find *candidate
+sites*: the anchors every known credential form starts with (`-----begin`, `bearer`, `sk-`, `ghp_`,
+`akia`, `eyj`, header names), `keyword[:=]` followed by 16 value characters, and
+`scheme://user:password@`. Then `find_secrets` runs on a small window around each site.
+Payloads up to SCAN_EXACT_MAX_BYTES are checked with `find_secrets` over the whole text, and a
+site count beyond ARTIFACT_SCAN_MAX_ANCHOR_HITS also falls back to the whole text, so the fast
+path only ever changes speed, never the verdict, for the forms it knows.
+
+Bytes are decoded as Latin-1 (one character per byte), so binary payloads are scanned too.
 """
 
 from __future__ import annotations
 
 import re
 
-from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS
-from ivoai.common.redact import _PATTERNS as _REDACT_PATTERNS
+from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, KIB
+from ivoai.common.redact import find_secrets
 
-# Window around an anchor hit: the patterns' fixed parts plus bounded whitespace fit easily.
+SCAN_EXACT_MAX_BYTES = 64 * KIB  # below this, find_secrets runs over the whole payload
 _BEFORE = 64
 _AFTER = 512
 
-# name -> (anchors, anchors_are_case_insensitive)
-_ANCHORS: dict[str, tuple[tuple[bytes, ...], bool]] = {
-    "pem_private_key": ((b"-----begin ",), True),
-    "authorization_header": ((b"authorization",), True),
-    "bearer": ((b"bearer",), True),
-    "anthropic_key": ((b"sk-ant-",), False),
-    "openai_key": ((b"sk-",), False),
-    "github_token": ((b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_"), False),
-    "aws_access_key": ((b"AKIA", b"ASIA"), False),
-    "aws_secret": ((b"aws_secret_access_key",), True),
-    "jwt": ((b"eyJ",), False),
-    "slack_token": ((b"xox",), False),
-    "google_api_key": ((b"AIza",), False),
-    "npm_token": ((b"npm_",), False),
-    "stripe_key": ((b"sk_live_", b"rk_live_"), False),
-    "url_password": ((b"://",), False),
-}
-
-_EXTRA: tuple[tuple[str, re.Pattern[bytes]], ...] = (
-    ("slack_token", re.compile(rb"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(rb"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("npm_token", re.compile(rb"\bnpm_[A-Za-z0-9]{36}")),
-    ("stripe_key", re.compile(rb"\b[rs]k_live_[A-Za-z0-9]{16,}")),
-    (
-        "url_password",
-        re.compile(rb"\b[a-z][a-z0-9+.\-]{1,15}://[^\s/:@]{1,64}:[^\s/@]{3,128}@[A-Za-z0-9.\-]"),
-    ),
-)
-
-_PATTERNS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
-    tuple(
-        (name, re.compile(p.pattern.encode("ascii"), p.flags & ~re.UNICODE)) for name, p in _REDACT_PATTERNS
+# Anchors searched in the lower-cased payload; True = must start at a word boundary. Each is a
+# literal-prefixed regex: `re` scans for a literal prefix far faster than `bytes.find` on short needles.
+_ANCHORS: tuple[tuple[re.Pattern[bytes], bool], ...] = tuple(
+    (re.compile(pattern), boundary)
+    for pattern, boundary in (
+        (rb"-----begin", False),
+        (rb"authorization", True),
+        (rb"bearer", True),
+        (rb"api-key", False),
+        (rb"cookie", True),
+        (rb"chatgpt-account-id", True),
+        (rb"sk-", True),
+        (rb"k_live_", False),
+        (rb"gh(?:[pousr]|ithub_pat)_", True),
+        (rb"ivc_", True),
+        (rb"akia", True),
+        (rb"asia", True),
+        (rb"aws_secret_access_key", False),
+        (rb"eyj", True),
+        (rb"xox", True),
+        (rb"aiza", True),
+        (rb"npm_", True),
     )
-    + _EXTRA
+)
+# Sites found by a literal-prefixed regex over the lower-cased payload: `keyword [:=] value` and
+# `scheme://user:password@`.
+_SITE_RES = tuple(
+    re.compile(re.escape(kw) + rb'"?\s{0,64}[:=]\s{0,64}"?[a-z0-9\-._~+/]{16}')
+    for kw in (b"code", b"credential", b"token", b"key", b"secret", b"password", b"passwd")
+) + (re.compile(rb"://[^/\s:@]{1,256}:[^@\s/]{1,256}@"),)
+_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+_EXTRA: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("stripe_key", re.compile(r"\b[rs]k_live_[A-Za-z0-9]{16,}")),
 )
 
-# `labelled_secret` (keyword, separator, 16+ value characters): its keywords are common words in
-# logs ("token", "code"), so its anchor is the separator-plus-value shape, found per keyword with a
-# literal-prefixed regex over the lower-cased payload.
-_LABEL_KEYWORDS = (b"code", b"credential", b"token", b"key", b"secret", b"password")
-_LABEL_SITES = tuple(
-    re.compile(re.escape(kw) + rb'"?\s{0,64}[:=]\s{0,64}"?[a-z0-9\-._~+/]{16}') for kw in _LABEL_KEYWORDS
-)
-_LABELLED = "labelled_secret"
+
+def _check_text(text: str) -> list[str]:
+    names = find_secrets(text)
+    names.extend(name for name, pattern in _EXTRA if name not in names and pattern.search(text))
+    return names
 
 
-def _window_hit(pattern: re.Pattern[bytes], data: bytes, hay: bytes, anchors: tuple[bytes, ...]) -> bool:
-    for anchor in anchors:
-        hits = 0
-        i = hay.find(anchor)
-        while i != -1:
-            hits += 1
-            if hits > ARTIFACT_SCAN_MAX_ANCHOR_HITS:
-                return pattern.search(data) is not None
-            if pattern.search(data, max(0, i - _BEFORE), i + _AFTER):
-                return True
-            i = hay.find(anchor, i + 1)
-    return False
+def _sites(lowered: bytes) -> list[int] | None:
+    """Candidate offsets, sorted; None when there are too many (scan everything instead)."""
+    sites: list[int] = []
+    limit = ARTIFACT_SCAN_MAX_ANCHOR_HITS
+    for anchor, boundary in _ANCHORS:
+        for m in anchor.finditer(lowered):
+            i = m.start()
+            if not boundary or i == 0 or lowered[i - 1] not in _WORD:
+                sites.append(i)
+                if len(sites) > limit:
+                    return None
+    for site in _SITE_RES:
+        for m in site.finditer(lowered):
+            sites.append(max(0, m.start() - _BEFORE))
+            if len(sites) > limit:
+                return None
+    sites.sort()
+    return sites
 
 
 def scan_bytes(data: bytes) -> list[str]:
-    """Names of the credential forms found in `data` (never the values), in pattern order."""
-    lowered: bytes | None = None
+    """Names of the credential forms found in `data` (never the values)."""
+    if len(data) <= SCAN_EXACT_MAX_BYTES:
+        return _check_text(data.decode("latin-1"))
+    sites = _sites(data.lower())
+    if sites is None:
+        return _check_text(data.decode("latin-1"))
     found: list[str] = []
-    for name, pattern in _PATTERNS:
-        if name == _LABELLED:
-            if lowered is None:
-                lowered = data.lower()
-            if any(
-                pattern.search(data, max(0, m.start() - _BEFORE), m.end() + _AFTER)
-                for site in _LABEL_SITES
-                for m in site.finditer(lowered)
-            ):
-                found.append(name)
+    covered = -1
+    for i in sites:
+        start, end = max(0, i - _BEFORE), i + _AFTER
+        if end <= covered:
             continue
-        anchor = _ANCHORS.get(name)
-        if anchor is None:
-            if pattern.search(data):
+        # Widen the window to whitespace on both sides so no token is cut in half at an edge.
+        lo = max(0, start - _BEFORE)
+        ws = max(data.rfind(b" ", lo, start), data.rfind(b"\n", lo, start))
+        right = (data.find(b" ", end, end + _BEFORE), data.find(b"\n", end, end + _BEFORE))
+        nxt = [p for p in right if p != -1]
+        window = data[ws + 1 if ws >= 0 else lo : min(nxt) if nxt else end + _BEFORE]
+        for name in _check_text(window.decode("latin-1")):
+            if name not in found:
                 found.append(name)
-            continue
-        anchors, insensitive = anchor
-        if insensitive and lowered is None:
-            lowered = data.lower()
-        hay = lowered if insensitive and lowered is not None else data
-        if _window_hit(pattern, data, hay, anchors):
-            found.append(name)
+        covered = end
     return found
