@@ -72,6 +72,8 @@ def open_root(path: str) -> int:
     except FileNotFoundError:
         raise InvalidConnectorError(f"connector path {path} does not exist") from None
     except NotADirectoryError:
+        if os.path.islink(path):
+            raise InvalidConnectorError(f"connector path {path} is a symlink; configure its target instead") from None
         raise InvalidConnectorError(f"connector path {path} is not a directory") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -247,6 +249,9 @@ def git_ls_files(path: str) -> list[bytes]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     if rc != 0:
         if rc < 0:
             raise InvalidConnectorError(f"`git ls-files` in {path} took longer than {GIT_TIMEOUT_SECONDS:g}s")
