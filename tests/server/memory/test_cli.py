@@ -1,0 +1,128 @@
+"""`ivoai server memory …` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import CliRunner, run_ivoai
+
+
+def test_write_read_query_and_delete_through_the_cli(cli: CliRunner, tmp_path: Path) -> None:
+    data = str(tmp_path / "srv")
+    doc = tmp_path / "auth.md"
+    doc.write_text("---\ntitle: Auth decision\ntags: [auth]\n---\n# Auth\nUse PKCE for web clients.\n")
+    wrote = cli(
+        "server",
+        "--data-dir",
+        data,
+        "memory",
+        "write",
+        "decisions/auth",
+        "--file",
+        str(doc),
+        "-p",
+        "shop",
+        "--json",
+    )
+    assert wrote.code == 0, wrote.err
+    assert json.loads(wrote.out)["path"] == "decisions/auth.md"
+    found = cli("server", "--data-dir", data, "memory", "query", "pkce", "-p", "shop", "--json")
+    hits = json.loads(found.out)["hits"]
+    assert [h["path"] for h in hits] == ["decisions/auth.md"] and hits[0]["title"] == "Auth decision"
+    read = cli("server", "--data-dir", data, "memory", "read", "decisions/auth.md", "-p", "shop")
+    assert read.code == 0 and read.out.startswith('---\ntitle: "Auth decision"\n')
+    refused = cli(
+        "server",
+        "--data-dir",
+        data,
+        "memory",
+        "delete",
+        "decisions/auth.md",
+        "-p",
+        "shop",
+        "--confirm",
+        "decisions/other.md",
+    )
+    assert refused.code == 1 and "confirm must equal the normalized path" in refused.err
+    assert "Traceback" not in refused.err
+    deleted = cli(
+        "server",
+        "--data-dir",
+        data,
+        "memory",
+        "delete",
+        "decisions/auth.md",
+        "-p",
+        "shop",
+        "--confirm",
+        "decisions/auth.md",
+    )
+    assert deleted.code == 0 and "tombstone version 2" in deleted.out
+
+
+def test_status_works_on_a_fresh_data_directory(cli: CliRunner, tmp_path: Path) -> None:
+    result = cli("server", "--data-dir", str(tmp_path / "new"), "memory", "status", "--json")
+    assert result.code == 0, result.err
+    status = json.loads(result.out)
+    assert (status["pages"], status["schema_version"]) == (0, 4)
+    assert status["database"].endswith("memory/memory.sqlite3")
+
+
+def test_bad_input_is_one_line_with_the_field_and_exit_one(cli: CliRunner, tmp_path: Path) -> None:
+    data = str(tmp_path / "srv")
+    traversal = cli("server", "--data-dir", data, "memory", "read", "../etc/passwd")
+    assert traversal.code == 1 and traversal.err == "ivoai: error: path must not contain '..' components\n"
+    name = cli("server", "--data-dir", data, "memory", "query", "x", "--workspace", "Bad")
+    assert name.code == 1 and "workspace 'Bad' must match" in name.err
+    missing = cli(
+        "server", "--data-dir", data, "memory", "write", "a.md", "--file", str(tmp_path / "nope.md")
+    )
+    assert missing.code == 2 and "cannot read --file" in missing.err
+
+
+def test_export_through_the_cli(cli: CliRunner, tmp_path: Path) -> None:
+    data = str(tmp_path / "srv")
+    doc = tmp_path / "n.md"
+    doc.write_text("note body")
+    assert (
+        cli(
+            "server",
+            "--data-dir",
+            data,
+            "memory",
+            "write",
+            "notes/n",
+            "--file",
+            str(doc),
+            "--tag",
+            "x",
+            "--pinned",
+        ).code
+        == 0
+    )
+    out = tmp_path / "exported"
+    result = cli("server", "--data-dir", data, "memory", "export", str(out), "--json")
+    assert result.code == 0 and json.loads(result.out)["pages"] == 1
+    text = (out / "default" / "default" / "notes" / "n.md").read_text()
+    assert 'tags: ["x"]\n' in text and "pinned: true\n" in text and text.endswith("---\nnote body")
+
+
+def test_write_reads_standard_input_in_a_real_process(tmp_path: Path) -> None:
+    data = str(tmp_path / "srv")
+    done = run_ivoai(
+        "server",
+        "--data-dir",
+        data,
+        "memory",
+        "write",
+        "from-stdin",
+        "--file",
+        "-",
+        input_text="# Piped\nbody with sk-ant-" + "k" * 30 + "\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "redacted before storing: anthropic_key" in done.stderr
+    shown = run_ivoai("server", "--data-dir", data, "memory", "read", "from-stdin.md", "--json")
+    page = json.loads(shown.stdout)
+    assert page["title"] == "Piped" and "sk-ant-" not in page["body"]
