@@ -11,7 +11,6 @@ takes the `XdgPaths` (or nothing) and returns an iterable of `ivoai.core.Compone
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import inspect
 import os
 import platform
@@ -174,6 +173,8 @@ def describe_paths(paths: XdgPaths) -> list[PathReport]:
 
 def versions() -> dict[str, str]:
     """ivoai, Python, platform and dependency versions (`not installed` when absent)."""
+    import importlib.metadata  # not at module level: `status` must not pay for it
+
     out = {"ivoai": __version__, "python": platform.python_version(), "platform": sys.platform}
     for dist in DEPENDENCIES:
         try:
