@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# JSON-RPC errors only a server that parsed the request sends (never synthesized by the SDK transport).
+_SERVER_REFUSALS = frozenset({-32602, -32601})  # invalid params, method not found
 CONNECT_TIMEOUT_SECONDS = 10.0  # TCP/TLS connect to an upstream; the per-call deadline bounds the rest
 
 
@@ -254,7 +256,12 @@ class UpstreamConnection:
         except UpstreamCallError:
             raise
         except MCPError as exc:
-            # A JSON-RPC error is an answer: the server saw the request and refused or failed it.
+            if exc.code not in _SERVER_REFUSALS:
+                # The transport synthesizes errors too (connection closed, HTTP error status, lost session):
+                # those are failures of the source, and for a write the outcome is uncertain.
+                self.reset()
+                raise UpstreamCallError(f"upstream error {exc.code}: {exc.message}", sent=True) from None
+            # The server parsed the request and refused it: an answer, the server is up.
             raise UpstreamCallError(
                 f"upstream error {exc.code}: {exc.message}", sent=True, answered=True
             ) from None
