@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from ivoai.common.paths import XdgPaths
 from tests.conftest import CliRunner
@@ -68,3 +69,25 @@ def test_show_text_lists_keys_with_origin(cli: CliRunner) -> None:
     assert result.code == 0
     assert "compression.provider\tcaveman\tdefault\tcaveman|headroom|direct" in result.out
     assert "not created yet" in result.err
+
+
+def test_config_set_refuses_a_symlinked_config_directory_with_path_and_fix(
+    cli: CliRunner, xdg: XdgPaths, tmp_path: Path
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    xdg.config.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(real, xdg.config)
+    result = cli("config", "set", "compression.provider", "direct")
+    assert result.code == 1
+    assert str(xdg.config) in result.err
+    assert "replace it with a real directory" in result.err
+    assert list(real.iterdir()) == []
+
+
+def test_config_show_refuses_a_world_writable_config_file(cli: CliRunner, xdg: XdgPaths) -> None:
+    assert cli("config", "set", "auto.workers", "1").code == 0
+    os.chmod(xdg.config_file, 0o666)
+    result = cli("config", "show")
+    assert result.code == 1
+    assert f"chmod go-w {xdg.config_file}" in result.err

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +159,36 @@ def test_the_real_console_process_runs_doctor_json(xdg: XdgPaths) -> None:
 @pytest.mark.parametrize("args", [("doctor", "--bogus"), ("status", "extra"), ("nonexistent-command",)])
 def test_usage_errors_exit_2(cli: CliRunner, args: tuple[str, ...]) -> None:
     assert cli(*args).code == 2
+
+
+def _run_on_a_pty(*args: str, env: dict[str, str]) -> str:
+    """Run `python -m ivoai ARGS` with stdout and stderr on a pseudo-terminal; return what it printed."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "ivoai", *args], stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks: list[bytes] = []
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60.0)
+            assert ready, "no output from ivoai within 60 s"
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_doctor_draws_tables_on_a_tty_without_reading_paths_as_markup(xdg: XdgPaths) -> None:
+    (xdg.config / "[a]").mkdir(parents=True, mode=0o700)
+    os.chmod(xdg.config, 0o700)
+    env = dict(os.environ, COLUMNS="200")
+    out = _run_on_a_pty("doctor", env=env)
+    assert "┏" in out
+    assert "config/[a]" in out
+    assert "\x1b[3" not in out.replace("\x1b[3m", "")  # NO_COLOR (set by the fixture): no colour codes

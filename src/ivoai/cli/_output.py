@@ -35,12 +35,14 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
     if is_tty():
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=title)
         for col in columns:
             table.add_column(col)
         for row in materialized:
-            table.add_row(*row)
+            # Text(), not str: a path or value containing "[x]" must not be read as rich markup.
+            table.add_row(*(Text(cell) for cell in row))
         Console(no_color=not use_color()).print(table)
         return
     sys.stdout.write("\t".join(columns) + "\n")

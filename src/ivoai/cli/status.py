@@ -7,13 +7,15 @@ from typing import Any
 
 import typer
 
-from ivoai.cli._output import print_json, print_kv, print_table
+from ivoai.cli._output import is_tty, print_json, print_kv, print_table
 
 _JSON = typer.Option(False, "--json", help="Machine-readable output (stable schema).")
 
 
-def _section(title: str) -> None:
-    sys.stdout.write(f"\n{title}\n")
+def _section(title: str, *, table: bool = False) -> None:
+    # On a TTY a table carries its own title.
+    if not (table and is_tty()):
+        sys.stdout.write(f"\n{title}\n")
 
 
 def _show(value: Any) -> str:
@@ -71,7 +73,7 @@ def _render_doctor(doc: dict[str, Any]) -> None:
     print_kv(
         [("identity", _show(doc["identity"].get("identity"))), ("kind", _show(doc["identity"].get("kind")))]
     )
-    _section("paths")
+    _section("paths", table=True)
     print_table(
         "paths",
         ["name", "path", "expected", "mode", "status", "problem"],
@@ -93,7 +95,7 @@ def _render_doctor(doc: dict[str, Any]) -> None:
             ("ownership", f"{doc['ownership']['status']}, {len(doc['ownership']['entries'])} entries"),
         ]
     )
-    _section("components")
+    _section("components", table=True)
     print_table(
         "components",
         ["component", "kind", "installed", "available", "health", "version", "active", "reason"],
