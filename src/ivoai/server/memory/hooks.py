@@ -119,8 +119,9 @@ def redact_event(event: HookEvent) -> tuple[HookEvent, list[str]]:
     def clean(value: str | None) -> str | None:
         if value is None:
             return None
-        found.update(find_secrets(value))
-        return redact(value)
+        kinds = find_secrets(value)
+        found.update(kinds)
+        return redact(value) if kinds else value
 
     update = {
         "prompt": clean(event.prompt),

@@ -348,8 +348,9 @@ class MemoryService:
                 f"expected_version must be a non-negative integer, got {expected_version!r}"
             )
         found = set(find_secrets(body))
-        body = redact(body)
-        if fm is not None and fm.title:
+        if found:  # redact() changes nothing when no pattern matched; skip its second pass
+            body = redact(body)
+        if fm is not None and fm.title and find_secrets(fm.title):
             found.update(find_secrets(fm.title))
             fm = fm.model_copy(update={"title": redact(fm.title)})
         vector = self._embed_passage(fm.title if fm and fm.title else _derive_title(body, p), body)
