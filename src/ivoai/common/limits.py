@@ -74,6 +74,7 @@ PROJECT_MARKER_MAX_BYTES = 64 * KIB
 HOSTNAME_MAX_CHARS = 253  # RFC 1035 full name
 CONFIG_VALUE_MAX_CHARS = 4096
 DOCTOR_DIR_LISTING_MAX_ENTRIES = 200  # entries per ivoai root that doctor describes
+REASON_MAX_CHARS = 240  # a health/fallback/activation reason is one bounded, redacted line
 
 # --- Context service (issue 4) ---
 CONTEXT_RECENT_MAX_RESULTS = 100
@@ -168,7 +169,6 @@ ENROLL_DISCOVERY_MAX_BYTES = 64 * KIB  # the discovery document is a few hundred
 ENROLL_RESPONSE_MAX_BYTES = 64 * KIB  # readiness and exchange answers
 ENROLL_MAX_SAME_ORIGIN_REDIRECTS = 5  # GETs may follow same-origin redirects (trailing slash); never cross-origin
 ENROLL_PROBE_TIMEOUT_SECONDS = 15.0  # post-enrollment context/memory probe, each
-REASON_MAX_CHARS = 240  # a health/fallback/activation reason is one bounded, redacted line
 
 # Gateway, enrollment and OAuth (issue 6, gateway)
 GATEWAY_DEFAULT_PORT = 7744
