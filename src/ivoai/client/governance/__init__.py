@@ -23,17 +23,17 @@ from ivoai.client.governance._prefix import SECTION_ORDER, StablePrefix, ToolSpe
 from ivoai.client.governance._preview import LargeOutputPreview, import_tool_output, preview_large_output
 
 __all__ = [
-    "CATEGORIES",
-    "DEFAULT_POLICY",
-    "SECTION_ORDER",
     "ArtifactMetrics",
+    "CATEGORIES",
     "Compaction",
     "CompactionPolicy",
     "ContextGuard",
     "ContextMetrics",
+    "DEFAULT_POLICY",
     "LargeOutputPreview",
     "PromptCacheMetrics",
     "RunMetrics",
+    "SECTION_ORDER",
     "SessionState",
     "StablePrefix",
     "StrategyReport",

@@ -46,7 +46,6 @@ from ivoai.client.workingcontext._store import (
 
 __all__ = [
     "ARTIFACT_ID_PATTERN",
-    "DEFAULT_LIMITS",
     "ArtifactCorruptError",
     "ArtifactError",
     "ArtifactExpiredError",
@@ -60,6 +59,7 @@ __all__ = [
     "ArtifactUnsafeError",
     "Budget",
     "Capture",
+    "DEFAULT_LIMITS",
     "EvidenceRole",
     "GcReport",
     "InvalidArtifactIdError",
