@@ -192,3 +192,58 @@ def test_doctor_draws_tables_on_a_tty_without_reading_paths_as_markup(xdg: XdgPa
     assert "┏" in out
     assert "config/[a]" in out
     assert "\x1b[3" not in out.replace("\x1b[3m", "")  # NO_COLOR (set by the fixture): no colour codes
+
+
+def test_json_schemas_of_status_and_doctor_are_stable(cli: CliRunner) -> None:
+    status = json.loads(cli("status", "--json").out)
+    assert sorted(status) == [
+        "config",
+        "identity",
+        "identity_kind",
+        "ok",
+        "ownership",
+        "paths",
+        "problems",
+        "schema",
+        "secrets",
+        "version",
+    ]
+    doctor = json.loads(cli("doctor", "--json").out)
+    assert sorted(doctor) == [
+        "components",
+        "config",
+        "identity",
+        "ok",
+        "ownership",
+        "paths",
+        "problems",
+        "providers",
+        "schema",
+        "secrets",
+        "versions",
+    ]
+    assert sorted(doctor["paths"][0]) == [
+        "exists",
+        "expected",
+        "kind",
+        "mode",
+        "name",
+        "owned_by_you",
+        "path",
+        "problem",
+        "status",
+    ]
+    assert sorted(doctor["components"][0]) == [
+        "active",
+        "available",
+        "capabilities",
+        "component",
+        "fallback",
+        "health",
+        "implementation",
+        "installed",
+        "kind",
+        "provenance",
+        "reason",
+        "version",
+    ]
