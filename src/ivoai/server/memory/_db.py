@@ -121,10 +121,11 @@ class Connections:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # also after a failed COMMIT: never leave a connection mid-transaction
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -134,7 +135,8 @@ class Connections:
         try:
             yield conn
         finally:
-            conn.execute("COMMIT")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
 
     def close(self) -> None:
         """Close every thread's connection; later calls raise MemoryClosedError."""
