@@ -82,9 +82,10 @@ def _call_provider(fn: Callable[..., Iterable[ComponentStatus]], paths: XdgPaths
 
 
 def collect_components(
-    paths: XdgPaths, providers: Iterable[str] = PROVIDERS
+    paths: XdgPaths, providers: Iterable[str] | None = None
 ) -> tuple[ComponentMatrix, list[ProviderReport]]:
-    """Ask every provider for rows; fill unprobed expected components with `not_probed` rows."""
+    """Ask every provider (default: PROVIDERS) for rows; unreported expected components stay `not_probed`."""
+    providers = PROVIDERS if providers is None else providers
     rows = [
         ComponentStatus(component=name, kind=kind, reason="no probe for this component in this build")
         for name, kind in EXPECTED_COMPONENTS
@@ -282,7 +283,7 @@ class DoctorReport:
 
 
 def run_doctor(
-    paths: XdgPaths | None = None, *, cwd: Path | None = None, providers: Iterable[str] = PROVIDERS
+    paths: XdgPaths | None = None, *, cwd: Path | None = None, providers: Iterable[str] | None = None
 ) -> DoctorReport:
     """Collect every doctor fact (read-only)."""
     paths = paths or xdg_paths()
