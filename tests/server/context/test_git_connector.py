@@ -16,16 +16,29 @@ from .conftest import write_tree
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {**git_env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", *args], cwd=repo, env=env, check=True,
-                   capture_output=True, timeout=60)
+    env = {
+        **git_env(),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", *args],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def _hostile_repo(tmp_path: Path) -> tuple[Path, Path]:
     """A checkout whose fsmonitor program and every hook would create `marker` if git ran them."""
-    repo = write_tree(tmp_path / "repo", {"src/app.py": "def handler(event):\n    return event\n",
-                                          "README.md": "Payment service runbook.\n"})
+    repo = write_tree(
+        tmp_path / "repo",
+        {"src/app.py": "def handler(event):\n    return event\n", "README.md": "Payment service runbook.\n"},
+    )
     marker = tmp_path / "marker"
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
@@ -34,7 +47,13 @@ def _hostile_repo(tmp_path: Path) -> tuple[Path, Path]:
     script.write_text(f"#!/bin/sh\ntouch {marker}\necho 0\n")
     script.chmod(0o755)
     hooks = repo / ".git" / "hooks"
-    for hook in ("post-checkout", "post-index-change", "pre-commit", "reference-transaction", "fsmonitor-watchman"):
+    for hook in (
+        "post-checkout",
+        "post-index-change",
+        "pre-commit",
+        "reference-transaction",
+        "fsmonitor-watchman",
+    ):
         (hooks / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
         (hooks / hook).chmod(0o755)
     _git(repo, "config", "core.fsmonitor", str(script))
@@ -75,7 +94,9 @@ def test_git_connector_ingests_tracked_files_only_and_refuses_tracked_symlinks(
     assert not marker.exists()
 
 
-def test_a_directory_that_is_not_a_checkout_is_refused_as_git_connector(tmp_path: Path, svc: ContextService) -> None:
+def test_a_directory_that_is_not_a_checkout_is_refused_as_git_connector(
+    tmp_path: Path, svc: ContextService
+) -> None:
     plain = write_tree(tmp_path / "plain", {"a.md": "x"})
     with pytest.raises(InvalidConnectorError, match="not a usable git checkout"):
         svc.add_connector("plain", "git", str(plain))

@@ -20,7 +20,7 @@ from .conftest import CountingEmbedder, write_tree
 
 DOCS = {
     "guide/deploy.md": "Deploying the billing service: build the container, then run the migration job.\n",
-    "src/retry.py": "def retry_with_backoff(fn, attempts):\n    \"\"\"Call fn again after exponential backoff.\"\"\"\n",
+    "src/retry.py": 'def retry_with_backoff(fn, attempts):\n    """Call fn again after backoff."""\n',
     "notes/todo.txt": "Remember to rotate the staging database password every quarter.\n",
 }
 
@@ -47,7 +47,7 @@ def test_unchanged_documents_are_not_re_embedded_and_changes_are_reconciled(
         second = svc.ingest().connectors[0]
         assert (second.unchanged, second.chunks_embedded, emb.passages) == (3, 0, 3)
 
-        (root / "src/retry.py").write_text("def retry_forever(fn):\n    \"\"\"Call fn until it succeeds.\"\"\"\n")
+        (root / "src/retry.py").write_text('def retry_forever(fn):\n    """Call fn until it succeeds."""\n')
         (root / "notes/todo.txt").unlink()
         third = svc.ingest().connectors[0]
         assert (third.updated, third.removed, third.unchanged, third.chunks_embedded) == (1, 1, 1, 1)
@@ -70,13 +70,16 @@ def test_a_file_that_gains_a_secret_is_removed_from_the_index(tmp_path: Path, sv
 
 
 def test_hostile_tree_ingests_only_safe_text_files(tmp_path: Path, svc: ContextService) -> None:
-    root = write_tree(tmp_path / "t", {
-        "ok.md": "The on-call rotation starts on Monday.",
-        "image.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
-        "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n",
-        "notes.txt": "key follows\n-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
-        "big.log": "z" * (9 * 1024 * 1024),
-    })
+    root = write_tree(
+        tmp_path / "t",
+        {
+            "ok.md": "The on-call rotation starts on Monday.",
+            "image.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+            "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n",
+            "notes.txt": "key follows\n-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+            "big.log": "z" * (9 * 1024 * 1024),
+        },
+    )
     (root / "loop").symlink_to("loop")
     (root / "out").symlink_to("/etc")
     svc.add_connector("t", "filesystem", str(root))
@@ -103,7 +106,10 @@ def test_a_second_ingest_while_one_runs_fails_fast_with_a_clear_error(
         t.start()
         try:
             assert entered.wait(30)
-            with _open(data_dir, embedder) as other, pytest.raises(IngestRunningError, match="another ingestion"):
+            with (
+                _open(data_dir, embedder) as other,
+                pytest.raises(IngestRunningError, match="another ingestion"),
+            ):
                 other.ingest()
         finally:
             gate.set()
@@ -111,7 +117,9 @@ def test_a_second_ingest_while_one_runs_fails_fast_with_a_clear_error(
         assert results and results[0].status == "ok"  # type: ignore[attr-defined]
 
 
-def test_ingest_lock_is_shared_across_processes_by_file_lock(data_dir: ServerDataDir, svc: ContextService) -> None:
+def test_ingest_lock_is_shared_across_processes_by_file_lock(
+    data_dir: ServerDataDir, svc: ContextService
+) -> None:
     with file_lock(data_dir.root, data_dir.run / INGEST_LOCK), pytest.raises(IngestRunningError):
         svc.ingest()
 
@@ -167,9 +175,22 @@ def test_points_left_by_a_crashed_run_are_repaired_and_never_searchable(
     svc.ingest()
     vec = embedder.embed_passages(["orphaned zebra migration text"])[0]
     orphan = "00000000-0000-4000-8000-000000000001"
-    svc.index.upsert([IndexPoint(orphan, vec, "orphaned zebra migration text",
-                                 {"document_id": "d_x", "connector": "docs", "path": "ghost.md",
-                                  "path_prefixes": ["ghost.md"], "chunk_index": 0})])
+    svc.index.upsert(
+        [
+            IndexPoint(
+                orphan,
+                vec,
+                "orphaned zebra migration text",
+                {
+                    "document_id": "d_x",
+                    "connector": "docs",
+                    "path": "ghost.md",
+                    "path_prefixes": ["ghost.md"],
+                    "chunk_index": 0,
+                },
+            )
+        ]
+    )
     svc.catalog.start_run("run_crashed", None)  # as if the process died mid-run
     svc.catalog.set_meta("index_dirty", "1")
     assert "ghost.md" not in _paths(svc, "orphaned zebra migration")

@@ -101,7 +101,9 @@ def test_socket_is_skipped(tmp_path: Path) -> None:
 
 
 def test_file_over_8_mib_is_skipped_with_the_limit_named(tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "root", {"big.txt": "x" * (9 * 1024 * 1024), "edge.txt": "y" * DOCUMENT_MAX_BYTES})
+    root = write_tree(
+        tmp_path / "root", {"big.txt": "x" * (9 * 1024 * 1024), "edge.txt": "y" * DOCUMENT_MAX_BYTES}
+    )
     cands, skipped = _discover(root)
     assert "edge.txt" in cands
     assert skipped["big.txt"].startswith(f"larger than {DOCUMENT_MAX_BYTES} bytes")
@@ -115,15 +117,24 @@ def test_names_with_newlines_or_invalid_utf8_are_skipped_and_reported_escaped(tm
     cands, skipped = _discover(root)
     assert set(cands) == {"ok.md"}
     reasons = sorted(skipped.values())
-    assert reasons == ["file name contains a control character (newline, tab, ...)", "file name is not valid UTF-8"]
+    assert reasons == [
+        "file name contains a control character (newline, tab, ...)",
+        "file name is not valid UTF-8",
+    ]
     assert all("\n" not in p for p in skipped)
 
 
 def test_vcs_internals_and_dependency_caches_are_never_walked(tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "root", {
-        ".git/config": "[core]", ".hg/x": "y", "node_modules/a/index.js": "x", "src/__pycache__/m.pyc": "x",
-        "src/m.py": "print(1)",
-    })
+    root = write_tree(
+        tmp_path / "root",
+        {
+            ".git/config": "[core]",
+            ".hg/x": "y",
+            "node_modules/a/index.js": "x",
+            "src/__pycache__/m.pyc": "x",
+            "src/m.py": "print(1)",
+        },
+    )
     cands, _ = _discover(root)
     assert set(cands) == {"src/m.py"}
 
@@ -139,9 +150,22 @@ def test_connector_root_that_is_a_symlink_or_missing_is_refused(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     "path",
-    [".env", "config/.env.production", "id_rsa", "id_ed25519.pub", "certs/server.pem", "tls.key",
-     "credentials.json", "home/.aws/credentials", "infra/prod.tfstate", "kubeconfig", "x/.kube/config",
-     ".netrc", ".git-credentials", "keystore.p12"],
+    [
+        ".env",
+        "config/.env.production",
+        "id_rsa",
+        "id_ed25519.pub",
+        "certs/server.pem",
+        "tls.key",
+        "credentials.json",
+        "home/.aws/credentials",
+        "infra/prod.tfstate",
+        "kubeconfig",
+        "x/.kube/config",
+        ".netrc",
+        ".git-credentials",
+        "keystore.p12",
+    ],
 )
 def test_secret_credential_and_key_files_are_skipped_by_name(path: str) -> None:
     assert path_skip_reason(path) is not None
@@ -155,7 +179,8 @@ def test_ordinary_files_pass_the_name_rules(path: str) -> None:
 def test_private_keys_credentials_and_tokened_configs_are_skipped_by_content() -> None:
     key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
     assert content_skip_reason("notes.txt", "see below\n" + key) == "contains a private key"
-    assert content_skip_reason("cfg.py", 'AWS = "AKIAABCDEFGHIJKLMNOP"').startswith("contains a credential")
+    aws = content_skip_reason("cfg.py", 'AWS = "AKIAABCDEFGHIJKLMNOP"')
+    assert aws is not None and aws.startswith("contains a credential")
     assert content_skip_reason(".npmrc", "//registry.npmjs.org/:_authToken=abc123\n") is not None
     assert content_skip_reason(".npmrc", "registry=https://registry.npmjs.org/\n") is None
     assert content_skip_reason("main.py", "def main():\n    return 0\n") is None

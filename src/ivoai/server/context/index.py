@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,8 +294,13 @@ class QdrantIndex:
                     },
                     sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
                 )
-                for name in PAYLOAD_KEYWORDS:
-                    self.client.create_payload_index(self.collection, name, m.PayloadSchemaType.KEYWORD)
+                with warnings.catch_warnings():
+                    # qdrant-client's local mode warns payload indexes are a no-op there; a server uses them
+                    warnings.filterwarnings(
+                        "ignore", message="Payload indexes have no effect", category=UserWarning
+                    )
+                    for name in PAYLOAD_KEYWORDS:
+                        self.client.create_payload_index(self.collection, name, m.PayloadSchemaType.KEYWORD)
         except Exception as exc:  # noqa: BLE001 - qdrant-client raises many transport types
             raise VectorIndexError(
                 f"cannot open Qdrant collection {self.collection}: {type(exc).__name__}: {exc}"
@@ -393,7 +399,7 @@ class QdrantIndex:
                 self.client.query_points,
                 self.collection,
                 prefetch=prefetch,
-                query=m.FusionQuery(fusion=m.Fusion.RRF),
+                query=m.RrfQuery(rrf=m.Rrf(k=CONTEXT_RRF_K)),
                 limit=spec.limit,
                 query_filter=flt,
                 with_payload=True,

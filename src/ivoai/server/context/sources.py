@@ -73,7 +73,9 @@ def open_root(path: str) -> int:
         raise InvalidConnectorError(f"connector path {path} does not exist") from None
     except NotADirectoryError:
         if os.path.islink(path):
-            raise InvalidConnectorError(f"connector path {path} is a symlink; configure its target instead") from None
+            raise InvalidConnectorError(
+                f"connector path {path} is a symlink; configure its target instead"
+            ) from None
         raise InvalidConnectorError(f"connector path {path} is not a directory") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:

