@@ -56,10 +56,7 @@ def create(
         return
     sys.stdout.write(created.code + "\n")
     info(f"web-access {created.id}: expires {_iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
-    info(
-        "add the server's /mcp URL as a connector in ChatGPT or Claude; "
-        "paste this code on its consent page"
-    )
+    info("add the server's /mcp URL as a connector in ChatGPT or Claude; paste this code on its consent page")
 
 
 @app.command("list")

@@ -1,0 +1,168 @@
+"""Serving the gateway with uvicorn: foreground (`ivoai server start`) or in a background thread.
+
+Server-level bounds (uvicorn): keep-alive idle timeout, maximum header size, a concurrency limit
+(503 beyond it) and a graceful-shutdown deadline; the guard adds the 4 MiB body bound and the
+per-chunk read timeout. uvicorn has no separate header-read deadline: a connection that stalls
+while sending headers is closed by the idle timeout.
+
+The socket is bound before the application is built, so a `:0` listener knows its port and the
+canonical public URL (and therefore the OAuth issuer and `/mcp` resource) is right from the start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import uvicorn
+
+from ivoai.common.errors import IvoaiError
+from ivoai.common.limits import (
+    HTTP_HEADER_MAX_BYTES,
+    HTTP_IDLE_TIMEOUT_SECONDS,
+    HTTP_MAX_CONCURRENCY,
+)
+from ivoai.server.app import GatewayApp, create_app
+from ivoai.server.datadir import ServerDataDir
+from ivoai.server.gateway.runstate import clear_run_state, write_run_state
+from ivoai.server.gateway.services import ServiceHub
+from ivoai.server.gateway.settings import GatewaySettings
+
+GRACEFUL_SHUTDOWN_SECONDS = 10.0  # open SSE streams are cut after this on Ctrl-C
+STARTUP_TIMEOUT_SECONDS = 60.0  # generous: a loaded 2-core CI machine
+
+
+class BindError(IvoaiError):
+    """The listen address could not be bound."""
+
+    code = "bind_failed"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (IPv6 when `host` contains a colon).
+
+    Raises:
+        BindError: the address is in use or not available.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise BindError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
+    """uvicorn settings for the gateway (see module doc)."""
+    s = app.settings
+    return uvicorn.Config(
+        app.asgi,
+        ssl_certfile=str(s.tls_cert) if s.tls_cert else None,
+        ssl_keyfile=str(s.tls_key) if s.tls_key else None,
+        timeout_keep_alive=int(HTTP_IDLE_TIMEOUT_SECONDS),
+        h11_max_incomplete_event_size=HTTP_HEADER_MAX_BYTES,
+        limit_concurrency=HTTP_MAX_CONCURRENCY,
+        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_SECONDS),
+        proxy_headers=False,  # the guard decides trust in X-Forwarded-Proto itself
+        server_header=False,
+        date_header=False,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+
+
+def serve_forever(data: ServerDataDir, settings: GatewaySettings, *, announce: Callable[[str], None]) -> None:
+    """Bind, build, serve until SIGINT/SIGTERM; record the run in `run/gateway.json` meanwhile."""
+    sock = bind(settings.listen_host, settings.listen_port)
+    port = sock.getsockname()[1]
+    settings = settings.with_port(port)
+    app = create_app(data, settings, reingest=True)
+    server = uvicorn.Server(uvicorn_config(app))
+    write_run_state(data, listen=f"{settings.listen_host}:{port}", base_url=settings.base_url)
+    announce(f"ivoai server listening on {settings.listen_host}:{port}; public URL {settings.base_url}")
+    announce(f"Web MCP: {settings.mcp_resource_url}   stop with Ctrl-C")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        clear_run_state(data)
+        sock.close()
+
+
+@dataclass
+class RunningServer:
+    """A gateway serving from a background thread (tests, quickstart, benchmarks)."""
+
+    app: GatewayApp
+    server: uvicorn.Server
+    thread: threading.Thread
+    sock: socket.socket
+
+    @property
+    def url(self) -> str:
+        return self.app.settings.base_url
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for the thread."""
+        self.server.should_exit = True
+        self.thread.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+        self.sock.close()
+
+
+def start_background(
+    data: ServerDataDir,
+    settings: GatewaySettings,
+    *,
+    hub: ServiceHub | None = None,
+    build: Callable[[ServerDataDir, GatewaySettings], GatewayApp] | None = None,
+) -> RunningServer:
+    """Serve in a daemon thread on `settings` (port 0 picks a free port); return once it accepts requests.
+
+    Raises:
+        BindError: the address could not be bound.
+        RuntimeError: the server did not start within the startup timeout.
+    """
+    sock = bind(settings.listen_host, settings.listen_port)
+    settings = settings.with_port(sock.getsockname()[1])
+    app = build(data, settings) if build is not None else create_app(data, settings, hub=hub)
+    config = uvicorn_config(app)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="ivoai-gateway", daemon=True
+    )
+    thread.start()
+    deadline = threading.Event()
+    for _ in range(int(STARTUP_TIMEOUT_SECONDS * 100)):
+        if server.started or not thread.is_alive():
+            break
+        deadline.wait(0.01)
+    if not server.started:
+        server.should_exit = True
+        thread.join(timeout=5)
+        sock.close()
+        raise RuntimeError("the gateway did not start")
+    return RunningServer(app=app, server=server, thread=thread, sock=sock)
+
+
+@contextlib.contextmanager
+def running(
+    data: ServerDataDir, settings: GatewaySettings, *, hub: ServiceHub | None = None
+) -> Iterator[RunningServer]:
+    """`start_background` as a context manager."""
+    srv = start_background(data, settings, hub=hub)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+logging.getLogger("mcp").setLevel(logging.WARNING)
