@@ -140,11 +140,14 @@ def test_a_symlinked_config_directory_makes_doctor_fail_with_the_fix(
 ) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
+    (real / "planted").write_text("x")
     xdg.config.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(real, xdg.config)
     result = cli("doctor", "--json")
     assert result.code == 1
-    entry = next(p for p in json.loads(result.out)["paths"] if p["name"] == "config")
+    reported = json.loads(result.out)["paths"]
+    assert not [p for p in reported if p["name"].startswith("config/")]
+    entry = next(p for p in reported if p["name"] == "config")
     assert entry["kind"] == "symlink"
     assert entry["status"] == "unsafe"
     assert "symlink" in entry["problem"]

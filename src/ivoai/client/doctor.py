@@ -159,6 +159,8 @@ def describe_paths(paths: XdgPaths) -> list[PathReport]:
     seen = {p for _, p, _ in known}
     reports = [describe_path(name, path, expect_dir=is_dir) for name, path, is_dir in known]
     for root_name, root in paths.roots().items():
+        if os.path.islink(root):  # reported as unsafe above; never list what it points to
+            continue
         try:
             entries = sorted(os.listdir(root))[:DOCTOR_DIR_LISTING_MAX_ENTRIES]
         except (FileNotFoundError, NotADirectoryError, PermissionError):

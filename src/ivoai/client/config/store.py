@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
@@ -74,7 +75,7 @@ class LoadedConfig:
     exists: bool
 
 
-def _project(path: Any, data: dict[str, Any]) -> ClientConfig:
+def _project(path: Path, data: dict[str, Any]) -> ClientConfig:
     check_schema(path, data.get("schema"))
     try:
         return ClientConfig.model_validate(data)
