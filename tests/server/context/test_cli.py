@@ -11,9 +11,13 @@ from tests.conftest import CliRunner
 from .conftest import write_tree
 
 
-def test_connector_ingest_search_status_rebuild_and_remove_through_the_cli(cli: CliRunner, tmp_path: Path) -> None:
+def test_connector_ingest_search_status_rebuild_and_remove_through_the_cli(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     data = tmp_path / "srv"
-    src = write_tree(tmp_path / "src", {"docs/oncall.md": "Page the on-call engineer when the error budget burns.\n"})
+    src = write_tree(
+        tmp_path / "src", {"docs/oncall.md": "Page the on-call engineer when the error budget burns.\n"}
+    )
     base = ("server", "--data-dir", str(data))
 
     r = cli(*base, "connector", "add", "--name", "docs", "--type", "filesystem", "--path", str(src), "--json")
@@ -26,7 +30,9 @@ def test_connector_ingest_search_status_rebuild_and_remove_through_the_cli(cli: 
     report = json.loads(r.out)
     assert report["status"] == "ok" and report["connectors"][0]["added"] == 1
 
-    r = cli(*base, "context", "search", "who gets paged when the error budget burns", "--limit", "3", "--json")
+    r = cli(
+        *base, "context", "search", "who gets paged when the error budget burns", "--limit", "3", "--json"
+    )
     assert r.code == 0, r.err
     hit = json.loads(r.out)["results"][0]
     for key in ("document_id", "connector", "path", "chunk_index", "score", "text"):
@@ -49,7 +55,9 @@ def test_connector_ingest_search_status_rebuild_and_remove_through_the_cli(cli: 
     assert json.loads(cli(*base, "context", "status", "--json").out)["documents"] == 0
 
 
-def test_cli_errors_name_the_field_and_exit_non_zero_without_a_traceback(cli: CliRunner, tmp_path: Path) -> None:
+def test_cli_errors_name_the_field_and_exit_non_zero_without_a_traceback(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     base = ("server", "--data-dir", str(tmp_path / "srv"))
     r = cli(*base, "connector", "add", "--name", "Bad Name", "--type", "filesystem", "--path", str(tmp_path))
     assert r.code == 1 and "--name 'Bad Name'" in r.err and "Traceback" not in r.err
