@@ -1,0 +1,517 @@
+"""OAuth 2.1 for /mcp end to end with a scripted client, and every attack the issue lists, each a test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from ivoai.server.app import GatewayApp
+from ivoai.server.gateway.settings import GatewaySettings
+from tests.server.auth.oauth_client import (
+    REDIRECT,
+    Client,
+    approve,
+    authorize_params,
+    code_for,
+    full_flow,
+    mcp_status,
+    pkce,
+    query_of,
+    register,
+    registered,
+    token_request,
+)
+from tests.server.gateway.support import Clock, data_dir, enroll, inproc, make_app, mcp_session
+
+pytestmark = pytest.mark.anyio
+
+
+# -- the happy path ----
+async def test_metadata_documents_describe_the_authorization_server_and_the_mcp_resource(
+    tmp_path: Path,
+) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        asm = (await http.get("/.well-known/oauth-authorization-server")).json()
+        prm = (await http.get("/.well-known/oauth-protected-resource/mcp")).json()
+    assert asm["issuer"] == "http://127.0.0.1:7744"
+    assert asm["code_challenge_methods_supported"] == ["S256"]
+    assert asm["authorization_response_iss_parameter_supported"] is True
+    assert asm["revocation_endpoint"] == "http://127.0.0.1:7744/revoke"
+    assert prm["resource"] == "http://127.0.0.1:7744/mcp"
+    assert prm["authorization_servers"] == ["http://127.0.0.1:7744"]
+
+
+async def test_full_flow_issues_tokens_that_open_a_web_mcp_session(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        verifier, challenge = pkce()
+        activation = app.oauth.create_activation()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        assert start.status_code == 302 and "/oauth/consent?request=" in start.headers["location"]
+        decision = await approve(http, start.headers["location"], activation.code)
+        q = query_of(decision.headers["location"])
+        assert decision.headers["location"].startswith(REDIRECT + "?")
+        assert q["state"] == "state-123" and q["iss"] == "http://127.0.0.1:7744"
+        tokens = (
+            await token_request(
+                http,
+                client,
+                grant_type="authorization_code",
+                code=q["code"],
+                code_verifier=verifier,
+                redirect_uri=REDIRECT,
+                resource=app.settings.mcp_resource_url,
+            )
+        ).json()
+        assert tokens["token_type"] == "Bearer" and tokens["expires_in"] == 3600
+        assert tokens["scope"] == "context:read memory:read memory:write"
+        http.headers["Authorization"] = f"Bearer {tokens['access_token']}"
+        async with mcp_session(f"{app.settings.base_url}/mcp", http) as s:
+            init_tools = {t.name for t in (await s.list_tools()).tools}
+            resources = (await s.list_resources()).resources
+            skill = await s.read_resource(resources[0].uri)
+            found = await s.call_tool("search", {"query": "anything"})
+    assert {"context_search", "memory_query", "search", "fetch", "memory_delete_page"} <= init_tools
+    assert str(resources[0].uri) == "skill://ivoai-memory-context/SKILL.md"
+    assert resources[0].meta is not None and resources[0].meta["io.ivoai/digest"].startswith("sha256:")
+    assert "memory" in skill.contents[0].text.lower()  # type: ignore[union-attr]
+    assert found.structured_content == {"results": []}
+
+
+async def test_activation_codes_tokens_and_codes_are_stored_only_as_hashes(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+    raw = (app.hub.data_dir.oauth / "state.json").read_text()
+    assert tokens["access_token"] not in raw and tokens["refresh_token"] not in raw
+    assert client.client_secret is not None and client.client_secret not in raw
+
+
+async def test_wrong_activation_code_keeps_the_request_and_shows_a_uniform_error(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        wrong = await approve(http, start.headers["location"], "not-the-code")
+        right = await approve(http, start.headers["location"], app.oauth.create_activation().code)
+    assert wrong.status_code == 400 and "invalid, expired, already used or revoked" in wrong.text
+    assert right.status_code == 303 and "code" in query_of(right.headers["location"])
+
+
+async def test_an_activation_code_works_once(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    activation = app.oauth.create_activation()
+    async with inproc(app) as http:
+        client = await registered(http)
+        for expected in (303, 400):
+            _, challenge = pkce()
+            start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+            assert (await approve(http, start.headers["location"], activation.code)).status_code == expected
+
+
+async def test_consent_page_forbids_framing_and_cross_site_posts(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        page = await http.get(start.headers["location"])
+        forged = await http.post(
+            "/oauth/consent",
+            data={
+                "request": query_of(start.headers["location"])["request"],
+                "activation_code": "x",
+                "action": "approve",
+            },
+            headers={"Origin": "https://evil.example"},
+        )
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert forged.status_code == 403
+
+
+async def test_deny_returns_access_denied_with_state_and_iss(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        request_id = query_of(start.headers["location"])["request"]
+        denied = await http.post("/oauth/consent", data={"request": request_id, "action": "deny"})
+    q = query_of(denied.headers["location"])
+    assert q == {"error": "access_denied", "state": "state-123", "iss": "http://127.0.0.1:7744"}
+
+
+async def test_revocation_endpoint_revokes_the_whole_grant(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        assert await mcp_status(http, tokens["access_token"]) == 200
+        data = {
+            "token": tokens["refresh_token"],
+            "client_id": client.client_id,
+            "client_secret": client.client_secret or "",
+        }
+        assert (await http.post("/revoke", data=data)).status_code == 200
+        assert await mcp_status(http, tokens["access_token"]) == 401
+        refreshed = await token_request(
+            http, client, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
+        )
+    assert refreshed.status_code == 400
+
+
+async def test_refresh_rotates_and_the_new_pair_works(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        rotated = await token_request(
+            http,
+            client,
+            grant_type="refresh_token",
+            refresh_token=tokens["refresh_token"],
+            resource=app.settings.mcp_resource_url,
+        )
+        assert rotated.status_code == 200, rotated.text
+        new = rotated.json()
+        assert new["refresh_token"] != tokens["refresh_token"]
+        assert await mcp_status(http, new["access_token"]) == 200
+
+
+# -- redirect URI attacks ----
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "http://client.example/callback",  # non-loopback http
+        "javascript:alert(1)",
+        "https://user:pw@client.example/callback",  # userinfo
+        "https://client.example/callback#frag",  # fragment
+        "data:text/html,hi",
+        "myapp://callback",
+    ],
+)
+async def test_registration_refuses_unsafe_redirect_uris(tmp_path: Path, uri: str) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        response = await register(http, [uri])
+    assert response.status_code == 400
+    assert response.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
+
+
+@pytest.mark.parametrize(
+    "requested",
+    [
+        "https://client.example/other",  # path
+        "https://client.example/callback/",  # trailing slash
+        "https://client.example/callback?x=1",  # query
+        "https://client.example@evil.example/callback",  # userinfo
+        "https://client.example/callback#x",  # fragment
+        "http://client.example/callback",  # non-loopback http
+        "javascript:alert(1)",
+    ],
+)
+async def test_authorize_refuses_redirect_uri_variants_without_redirecting(
+    tmp_path: Path, requested: str
+) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        response = await http.get(
+            "/authorize", params=authorize_params(app, client, challenge, redirect_uri=requested)
+        )
+    assert response.status_code == 400
+    assert "location" not in response.headers
+
+
+async def test_loopback_redirect_may_use_any_port(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http, "http://127.0.0.1/callback")
+        _, challenge = pkce()
+        ok = await http.get(
+            "/authorize",
+            params=authorize_params(app, client, challenge, redirect_uri="http://127.0.0.1:53117/callback"),
+        )
+        other_path = await http.get(
+            "/authorize",
+            params=authorize_params(app, client, challenge, redirect_uri="http://127.0.0.1:53117/other"),
+        )
+    assert ok.status_code == 302 and "/oauth/consent" in ok.headers["location"]
+    assert other_path.status_code == 400
+
+
+# -- PKCE attacks ----
+async def test_pkce_missing_is_refused_with_iss_in_the_error_redirect(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        response = await http.get("/authorize", params=authorize_params(app, client, None))
+    q = query_of(response.headers["location"])
+    assert (
+        q["error"] == "invalid_request" and q["iss"] == "http://127.0.0.1:7744" and q["state"] == "state-123"
+    )
+
+
+async def test_pkce_plain_is_refused(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        response = await http.get(
+            "/authorize", params=authorize_params(app, client, "a" * 43, code_challenge_method="plain")
+        )
+    assert query_of(response.headers["location"])["error"] == "invalid_request"
+
+
+async def test_verifier_without_matching_challenge_is_refused(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        other_verifier, _ = pkce()
+        wrong = await token_request(
+            http,
+            client,
+            grant_type="authorization_code",
+            code=code,
+            code_verifier=other_verifier,
+            redirect_uri=REDIRECT,
+        )
+        missing = await token_request(
+            http, client, grant_type="authorization_code", code=code, redirect_uri=REDIRECT
+        )
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
+
+
+# -- code and refresh replay ----
+async def test_code_replay_fails_and_revokes_what_the_code_issued(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "code_verifier": verifier,
+            "redirect_uri": REDIRECT,
+        }
+        first = await token_request(http, client, **form)
+        assert first.status_code == 200
+        assert await mcp_status(http, first.json()["access_token"]) == 200
+        replay = await token_request(http, client, **form)
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+        assert await mcp_status(http, first.json()["access_token"]) == 401
+
+
+async def test_two_concurrent_redemptions_of_one_code_yield_at_most_one_token(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "code_verifier": verifier,
+            "redirect_uri": REDIRECT,
+        }
+        results: list[httpx2.Response] = []
+
+        async def redeem() -> None:
+            results.append(await token_request(http, client, **form))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(redeem)
+            tg.start_soon(redeem)
+        statuses = sorted(r.status_code for r in results)
+        assert statuses == [200, 400]
+        winner = next(r for r in results if r.status_code == 200).json()
+        # The loser's attempt is a replay: the grant is revoked, so the winner's token is dead too.
+        assert await mcp_status(http, winner["access_token"]) == 401
+
+
+async def test_refresh_replay_after_rotation_revokes_the_family(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        rotated = (
+            await token_request(
+                http, client, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
+            )
+        ).json()
+        replay = await token_request(
+            http, client, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
+        )
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+        assert await mcp_status(http, rotated["access_token"]) == 401
+        again = await token_request(
+            http, client, grant_type="refresh_token", refresh_token=rotated["refresh_token"]
+        )
+        assert again.status_code == 400
+
+
+# -- audience (RFC 8707) ----
+async def test_wrong_resource_at_authorize_is_refused_with_invalid_target(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        wrong = await http.get(
+            "/authorize",
+            params=authorize_params(app, client, challenge, resource="https://other.example/mcp"),
+        )
+        missing = await http.get("/authorize", params=authorize_params(app, client, challenge, resource=None))
+    assert query_of(wrong.headers["location"])["error"] == "invalid_target"
+    assert query_of(missing.headers["location"])["error"] == "invalid_target"
+
+
+async def test_wrong_resource_at_token_is_refused_with_invalid_target(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        response = await token_request(
+            http,
+            client,
+            grant_type="authorization_code",
+            code=code,
+            code_verifier=verifier,
+            redirect_uri=REDIRECT,
+            resource="https://other.example/mcp",
+        )
+    assert response.status_code == 400 and response.json()["error"] == "invalid_target"
+
+
+async def test_token_for_another_resource_is_refused_on_every_request(tmp_path: Path) -> None:
+    data = data_dir(tmp_path)
+    old = make_app(data)
+    async with inproc(old) as http:
+        _, tokens = await full_flow(old, http)
+        assert await mcp_status(http, tokens["access_token"]) == 200
+    # Same state, different canonical /mcp URL: the token's audience no longer matches.
+    moved = make_app(data, settings=GatewaySettings(public_url="https://ai.example.com"))
+    async with inproc(moved) as http:
+        assert await mcp_status(http, tokens["access_token"], Host="ai.example.com") == 401
+
+
+# -- expiry ----
+async def test_expired_access_token_and_expired_code_are_refused(tmp_path: Path) -> None:
+    clock = Clock()
+    app = make_app(data_dir(tmp_path), clock=clock)
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        assert await mcp_status(http, tokens["access_token"]) == 200
+        clock.now += 3601
+        assert await mcp_status(http, tokens["access_token"]) == 401
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        clock.now += 301
+        late = await token_request(
+            http,
+            client,
+            grant_type="authorization_code",
+            code=code,
+            code_verifier=verifier,
+            redirect_uri=REDIRECT,
+        )
+    assert late.status_code == 400 and late.json()["error"] == "invalid_grant"
+
+
+async def test_expired_refresh_token_is_refused(tmp_path: Path) -> None:
+    clock = Clock()
+    app = make_app(data_dir(tmp_path), clock=clock)
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        clock.now += 30 * 86400 + 1
+        response = await token_request(
+            http, client, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
+        )
+    assert response.status_code == 400
+
+
+# -- scope escalation ----
+async def test_requesting_more_than_the_activation_code_grants_is_refused(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http, scope="context:read memory:read memory:write memory:delete")
+        _, challenge = pkce()
+        activation = app.oauth.create_activation(scopes=["context:read"])
+        start = await http.get(
+            "/authorize", params=authorize_params(app, client, challenge, scope="context:read memory:delete")
+        )
+        decision = await approve(http, start.headers["location"], activation.code)
+    assert query_of(decision.headers["location"])["error"] == "invalid_scope"
+
+
+async def test_scope_escalation_at_refresh_and_at_the_tool_boundary_is_refused(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http, scopes="context:read", activation_scopes=["context:read"])
+        wider = await token_request(
+            http,
+            client,
+            grant_type="refresh_token",
+            refresh_token=tokens["refresh_token"],
+            scope="context:read memory:write",
+        )
+        assert wider.status_code == 400 and wider.json()["error"] == "invalid_scope"
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_write_page", "arguments": {"path": "a.md", "body": "x"}},
+        }
+        denied = await http.post(
+            "/mcp",
+            json=call,
+            headers={
+                "Authorization": f"Bearer {tokens['access_token']}",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+    assert denied.status_code == 403
+    assert 'error="insufficient_scope"' in denied.headers["www-authenticate"]
+    assert 'scope="memory:write"' in denied.headers["www-authenticate"]
+    assert "resource_metadata=" in denied.headers["www-authenticate"]
+
+
+# -- cross-use, Host and Origin ------------------------------------------------------------------------------------
+async def test_native_credentials_are_refused_on_web_mcp_and_oauth_tokens_on_native_routes(
+    tmp_path: Path,
+) -> None:
+    app = make_app(data_dir(tmp_path))
+    native = enroll(app)
+    async with inproc(app) as http:
+        _, tokens = await full_flow(app, http)
+        assert await mcp_status(http, native) == 401
+        on_native = await http.post(
+            "/v1/mcp/context", json={}, headers={"Authorization": f"Bearer {tokens['access_token']}"}
+        )
+        admin = await http.get(
+            "/v1/admin/status", headers={"Authorization": f"Bearer {tokens['access_token']}"}
+        )
+    assert on_native.status_code == 401 and admin.status_code == 401
+
+
+async def test_web_mcp_refuses_bad_origin_and_bad_host(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        _, tokens = await full_flow(app, http)
+        good = await mcp_status(http, tokens["access_token"], Origin="http://127.0.0.1:7744")
+        origin = await mcp_status(http, tokens["access_token"], Origin="https://evil.example")
+        host = await mcp_status(http, tokens["access_token"], Host="evil.example:7744")
+    assert (good, origin, host) == (200, 403, 421)
+
+
+def test_client_dataclass_is_importable() -> None:
+    assert Client("a", None, REDIRECT).redirect_uri == REDIRECT
+    assert isinstance(GatewayApp, type)
