@@ -73,3 +73,23 @@ def test_importing_the_cli_loads_no_server_stack() -> None:
 def test_launch_path_imports_no_typer_rich_or_pydantic() -> None:
     loaded = _modules_after("import ivoai.cli, ivoai.cli._launch")
     assert [m for m in loaded if m.split(".")[0] in {"typer", "rich", "pydantic", "tomlkit", "httpx"}] == []
+
+
+# What the launch path may load before the official client starts (`--direct`, no knowledge source):
+# the launcher's own import-light modules only. json, re, pathlib, dataclasses, typing, subprocess,
+# enum and the rest are imported after the spawn or only when a feature needs them.
+LAUNCH_CHAIN = (
+    "ivoai.client.agents.launch_cli, ivoai.client.agents.launch, ivoai.client.agents.argv, "
+    "ivoai.client.agents.process, ivoai.client.agents.executors, ivoai.client.agents.childenv"
+)
+LAUNCH_BANNED = {"typer", "rich", "pydantic", "tomlkit", "httpx", "mcp", "anyio", "uvicorn", "starlette",
+                 "json", "re", "pathlib", "dataclasses", "typing", "subprocess", "enum", "tomllib", "signal"}
+
+
+def test_launcher_import_chain_stays_import_light() -> None:
+    # No json in the probe itself: it would load re and enum and hide a regression.
+    code = f"import sys, ivoai.cli, ivoai.cli._launch; import {LAUNCH_CHAIN}; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded = out.stdout.split()
+    assert "ivoai.client.agents.launch" in loaded
+    assert sorted({m.split(".")[0] for m in loaded} & LAUNCH_BANNED) == []
