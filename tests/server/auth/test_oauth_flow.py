@@ -484,7 +484,7 @@ async def test_scope_escalation_at_refresh_and_at_the_tool_boundary_is_refused(t
     assert "resource_metadata=" in denied.headers["www-authenticate"]
 
 
-# -- cross-use, Host and Origin ------------------------------------------------------------------------------------
+# -- cross-use, Host and Origin ----
 async def test_native_credentials_are_refused_on_web_mcp_and_oauth_tokens_on_native_routes(
     tmp_path: Path,
 ) -> None:
