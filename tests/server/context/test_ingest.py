@@ -194,7 +194,7 @@ def test_points_left_by_a_crashed_run_are_repaired_and_never_searchable(
     svc.catalog.start_run("run_crashed", None)  # as if the process died mid-run
     svc.catalog.set_meta("index_dirty", "1")
     assert "ghost.md" not in _paths(svc, "orphaned zebra migration")
-    svc.ingest()
+    assert svc.ingest().repaired_points == 1
     assert orphan not in set(svc.index.iter_ids())
     assert svc.catalog.last_run()["status"] == "ok"  # type: ignore[index]
 

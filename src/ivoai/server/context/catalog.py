@@ -131,7 +131,10 @@ class Catalog:
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            # one connection per thread; check_same_thread=False only so close() may run from any thread
+            db = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -165,7 +168,6 @@ class Catalog:
         """Close every thread's connection."""
         with self._all_lock:
             for db in self._all:
-                # a connection made in another thread is closed when that thread's object is collected
                 with contextlib.suppress(sqlite3.ProgrammingError):
                     db.close()
             self._all.clear()

@@ -123,6 +123,7 @@ class Ingestor:
         self.lock_path = lock_path
         self.progress = progress
         self.run_chunks = 0
+        self.repaired_points = 0
 
     def run(self, connector: str | None = None) -> tuple[str, list[ConnectorStats]]:
         """Ingest one connector or all; returns the run ID and per-connector statistics.
@@ -144,7 +145,7 @@ class Ingestor:
 
     def _run_locked(self, connector: str | None) -> tuple[str, list[ConnectorStats]]:
         targets = [self.catalog.connector(connector)] if connector is not None else self.catalog.connectors()
-        self.repair()
+        self.repaired_points = self.repair()
         run_id = random_id("run", 8)
         self.catalog.set_meta(INDEX_DIRTY, "1")
         self.catalog.start_run(run_id, connector)

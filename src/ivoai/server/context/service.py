@@ -240,7 +240,12 @@ class ContextService:
         run_id, stats = ing.run(connector)
         reports = [ConnectorRunReport(**s.__dict__) for s in stats]
         ok = all(r.status == "ok" for r in reports)
-        return IngestReport(run_id=run_id, status="ok" if ok else "partial", connectors=reports)
+        return IngestReport(
+            run_id=run_id,
+            status="ok" if ok else "partial",
+            connectors=reports,
+            repaired_points=ing.repaired_points,
+        )
 
     def rebuild(self, progress: ProgressFn | None = None) -> RebuildReport:
         """Drop the vector index and recreate it from the catalog (re-embedding every chunk).
