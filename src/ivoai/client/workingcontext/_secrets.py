@@ -26,37 +26,39 @@ SCAN_EXACT_MAX_BYTES = 64 * KIB  # below this, find_secrets runs over the whole 
 _BEFORE = 64
 _AFTER = 512
 
-# Anchors searched in the lower-cased payload; True = must start at a word boundary. Each is a
-# literal-prefixed regex: `re` scans for a literal prefix far faster than `bytes.find` on short needles.
-_ANCHORS: tuple[tuple[re.Pattern[bytes], bool], ...] = tuple(
-    (re.compile(pattern), boundary)
-    for pattern, boundary in (
-        (rb"-----begin", False),
-        (rb"authorization", True),
-        (rb"bearer", True),
-        (rb"api-key", False),
-        (rb"cookie", True),
-        (rb"chatgpt-account-id", True),
-        (rb"sk-", True),
-        (rb"k_live_", False),
-        (rb"gh(?:[pousr]|ithub_pat)_", True),
-        (rb"ivc_", True),
-        (rb"akia", True),
-        (rb"asia", True),
-        (rb"aws_secret_access_key", False),
-        (rb"eyj", True),
-        (rb"xox", True),
-        (rb"aiza", True),
-        (rb"npm_", True),
-    )
+# Anchors searched in the lower-cased payload: (literal, rest, must start at a word boundary).
+# Each compiles to a literal-prefixed regex (`re` scans for a literal prefix far faster than
+# `bytes.find` on short needles); the boundary is a lookbehind placed *after* the literal so the
+# prefix scan is kept and look-alikes such as `task-` never reach Python.
+_ANCHOR_SPECS: tuple[tuple[bytes, bytes, bool], ...] = (
+    (b"-----begin", b"", False),
+    (b"authorization", b"", True),
+    (b"bearer", b"", True),
+    (b"api-key", b"", False),
+    (b"cookie", b"", True),
+    (b"chatgpt-account-id", b"", True),
+    (b"sk-", b"", True),
+    (b"k_live_", b"", False),
+    (b"gh", rb"(?:[pousr]|ithub_pat)_", True),
+    (b"ivc_", b"", True),
+    (b"akia", b"", True),
+    (b"asia", b"", True),
+    (b"aws_secret_access_key", b"", False),
+    (b"eyj", b"", True),
+    (b"xox", b"", True),
+    (b"aiza", b"", True),
+    (b"npm_", b"", True),
 )
-# Sites found by a literal-prefixed regex over the lower-cased payload: `keyword [:=] value` and
-# `scheme://user:password@`.
+_ANCHORS: tuple[re.Pattern[bytes], ...] = tuple(
+    re.compile(re.escape(lit) + (rb"(?<![a-z0-9_]" + re.escape(lit) + rb")" if boundary else b"") + rest)
+    for lit, rest, boundary in _ANCHOR_SPECS
+)
+# More sites, also literal-prefixed: `keyword [:=] value` and `scheme://user:password@` (their
+# windows start _BEFORE bytes earlier anyway, so the keyword's own prefix such as `client_` is seen).
 _SITE_RES = tuple(
     re.compile(re.escape(kw) + rb'"?\s{0,64}[:=]\s{0,64}"?[a-z0-9\-._~+/]{16}')
     for kw in (b"code", b"credential", b"token", b"key", b"secret", b"password", b"passwd")
 ) + (re.compile(rb"://[^/\s:@]{1,256}:[^@\s/]{1,256}@"),)
-_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 _EXTRA: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
@@ -76,16 +78,9 @@ def _sites(lowered: bytes) -> list[int] | None:
     """Candidate offsets, sorted; None when there are too many (scan everything instead)."""
     sites: list[int] = []
     limit = ARTIFACT_SCAN_MAX_ANCHOR_HITS
-    for anchor, boundary in _ANCHORS:
-        for m in anchor.finditer(lowered):
-            i = m.start()
-            if not boundary or i == 0 or lowered[i - 1] not in _WORD:
-                sites.append(i)
-                if len(sites) > limit:
-                    return None
-    for site in _SITE_RES:
+    for site in _ANCHORS + _SITE_RES:
         for m in site.finditer(lowered):
-            sites.append(max(0, m.start() - _BEFORE))
+            sites.append(m.start())
             if len(sites) > limit:
                 return None
     sites.sort()
