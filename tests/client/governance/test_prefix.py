@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 import ivoai.client.governance as gov
-from ivoai.client.governance import SECTION_ORDER, ToolSpec, build_stable_prefix
+from ivoai.client.governance import SECTION_ORDER, RunMetrics, ToolSpec, build_stable_prefix
 from ivoai.common.errors import TooLargeError, ValidationError
 from ivoai.common.limits import STABLE_PREFIX_MAX_BYTES
 
@@ -61,3 +61,11 @@ def test_bad_prefix_input_is_rejected_naming_field_and_limit() -> None:
         build_stable_prefix(core_rules="r", facts=["nul\x00"])
     with pytest.raises(TooLargeError, match=str(STABLE_PREFIX_MAX_BYTES)):
         build_stable_prefix(core_rules="x" * (STABLE_PREFIX_MAX_BYTES + 1))
+
+
+def test_the_prefix_fingerprint_is_recorded_in_run_metrics() -> None:
+    p = build_stable_prefix(core_rules="Be exact.", tools=TOOLS)
+    metrics = RunMetrics()
+    metrics.context.record_prefix(p.sha256, p.byte_length)
+    assert metrics.to_dict()["context"]["prefix_sha256"] == p.sha256  # type: ignore[index]
+    assert "Be exact." not in str(metrics.to_dict())

@@ -43,6 +43,11 @@ class ContextMetrics:
     last_summary_sha256: str | None = None
     prompt_cache: PromptCacheMetrics = field(default_factory=PromptCacheMetrics)
 
+    def record_prefix(self, sha256: str, byte_length: int) -> None:
+        """Remember the fingerprint of the stable prefix sent with this run's requests."""
+        self.prefix_sha256 = sha256
+        self.prefix_bytes = byte_length
+
 
 @dataclass
 class ArtifactMetrics:
