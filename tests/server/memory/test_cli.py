@@ -126,3 +126,13 @@ def test_write_reads_standard_input_in_a_real_process(tmp_path: Path) -> None:
     shown = run_ivoai("server", "--data-dir", data, "memory", "read", "from-stdin.md", "--json")
     page = json.loads(shown.stdout)
     assert page["title"] == "Piped" and "sk-ant-" not in page["body"]
+
+
+def test_an_oversized_input_file_is_refused_before_anything_is_stored(cli: CliRunner, tmp_path: Path) -> None:
+    data = str(tmp_path / "srv")
+    big = tmp_path / "big.md"
+    big.write_bytes(b"x" * (2 * 1024 * 1024))
+    result = cli("server", "--data-dir", data, "memory", "write", "big", "--file", str(big))
+    assert result.code == 1 and "exceeds" in result.err
+    status = cli("server", "--data-dir", data, "memory", "status", "--json")
+    assert json.loads(status.out)["pages"] == 0

@@ -241,3 +241,23 @@ def test_many_threads_reading_and_writing_see_no_errors(service: MemoryService) 
         t.join(timeout=60)
     assert errors == []
     assert service.memory_status().pages == 90
+
+
+def test_a_writer_blocked_past_the_busy_timeout_gets_a_busy_error_and_recovers(
+    data_dir: ServerDataDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from ivoai.server.memory import _db
+    from ivoai.server.memory.errors import MemoryBusyError
+
+    monkeypatch.setattr(_db, "MEMORY_SQLITE_BUSY_TIMEOUT_SECONDS", 0.05)
+    with MemoryService.open(data_dir) as svc:
+        holder = sqlite3.connect(data_dir.memory / _db.DB_NAME, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(MemoryBusyError, match="locked") as info:
+            svc.memory_write_page("w", "p", "a.md", "blocked")
+        assert info.value.code == "memory_busy"
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert svc.memory_write_page("w", "p", "a.md", "after").version == 1

@@ -618,28 +618,30 @@ class MemoryService:
 
     # ---- export support ----
 
-    @guard
     def iter_pages(self, workspace: str | None = None, project: str | None = None) -> Iterator[Page]:
         """Every live page (expired ones included), ordered by workspace, project and path."""
         ws = None if workspace is None else validate_workspace(workspace)
         pj = None if project is None else validate_project(project)
         last = ("", "", "")
         while True:
-            conn = self._db.get()
-            cur = conn.execute(
-                f"SELECT {_HEAD_COLUMNS}, body FROM pages WHERE deleted = 0 "
-                "AND (? IS NULL OR workspace = ?) AND (? IS NULL OR project = ?) "
-                "AND (workspace, project, path) > (?, ?, ?) ORDER BY workspace, project, path LIMIT 200",
-                (ws, ws, pj, pj, *last),
-            )
-            rows = cur.fetchall()
-            if not rows:
+            pages = self._page_batch(ws, pj, last)
+            if not pages:
                 return
-            now = time.time()
-            for r in rows:
-                head = _row(cur, r)
-                yield _page(head, head["body"], head["version"], now)
-            last = (rows[-1][1], rows[-1][2], rows[-1][3])
+            yield from pages
+            last = (pages[-1].workspace, pages[-1].project, pages[-1].path)
+
+    @guard
+    def _page_batch(self, ws: str | None, pj: str | None, after: tuple[str, str, str]) -> list[Page]:
+        conn = self._db.get()
+        cur = conn.execute(
+            f"SELECT {_HEAD_COLUMNS}, body FROM pages WHERE deleted = 0 "
+            "AND (? IS NULL OR workspace = ?) AND (? IS NULL OR project = ?) "
+            "AND (workspace, project, path) > (?, ?, ?) ORDER BY workspace, project, path LIMIT 200",
+            (ws, ws, pj, pj, *after),
+        )
+        now = time.time()
+        heads = [_row(cur, r) for r in cur.fetchall()]
+        return [_page(h, h["body"], h["version"], now) for h in heads]
 
 
 # ---- helpers over one connection (called inside a transaction) ----
