@@ -11,6 +11,11 @@ from ivoai.cli._output import info, print_json
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="The ivoai-memory-context skill.")
 
 
+@app.callback()
+def _skill() -> None:
+    """The ivoai-memory-context skill (MCP skill delivery and the release ZIP)."""
+
+
 @app.command("export")
 def export(
     directory: Path = typer.Argument(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -91,11 +92,26 @@ def serve_forever(data: ServerDataDir, settings: GatewaySettings, *, announce: C
     write_run_state(data, listen=f"{settings.listen_host}:{port}", base_url=settings.base_url)
     announce(f"ivoai server listening on {settings.listen_host}:{port}; public URL {settings.base_url}")
     announce(f"Web MCP: {settings.mcp_resource_url}   stop with Ctrl-C")
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal with the previous
+    # handlers restored: ours turn that into a normal return (exit status 0, run file removed).
+    previous = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run(sockets=[sock])
+    except _Stopped:
+        announce("ivoai server stopped")
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         clear_run_state(data)
         sock.close()
+
+
+class _Stopped(Exception):
+    """Raised by the signal handler once uvicorn has finished its graceful shutdown."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise _Stopped
 
 
 @dataclass
