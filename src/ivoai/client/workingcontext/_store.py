@@ -405,8 +405,9 @@ class ArtifactStore:
                 self._check_quota(objects_fd, ref)
                 os.rename(stage_name, art_id, src_dir_fd=staging_fd, dst_dir_fd=objects_fd)
                 stage_name = ""
+                # The rename is one metadata operation; fsync of objects/ makes it durable. A staging
+                # name that survived a crash would be removed by gc once unlocked.
                 os.fsync(objects_fd)
-                os.fsync(staging_fd)
             return ref, kept
         finally:
             if stage_name and stage_fd != -1:
