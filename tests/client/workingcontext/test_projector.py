@@ -112,6 +112,7 @@ def test_store_unavailable_gives_degraded_without_raw_output(xdg_root: Path) -> 
     assert cap.degraded and cap.result_ref is None
     assert "RAW-OUTPUT-MARKER" not in cap.projection.text
     assert "degraded" in cap.projection.text and len(cap.projection.text.encode()) <= Budget.BALANCED.bytes
+    assert str(xdg_root) not in cap.projection.text
 
 
 def test_quota_exhaustion_is_degraded_with_an_explicit_reason(small_store: ArtifactStore) -> None:

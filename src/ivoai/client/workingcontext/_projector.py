@@ -261,7 +261,9 @@ def capture(
     except IvoaiError as exc:
         if exc.code in ("usage", "invalid") or exc.code.startswith("artifact_invalid"):
             raise
-        return Capture(None, _degraded(fidelity, budget, size, what, f"{exc.code}: {redact(exc.message)}"))
+        # The note reaches the model: name the store, not its path on this machine.
+        message = redact(exc.message).replace(str(store.root), "<working-context>")
+        return Capture(None, _degraded(fidelity, budget, size, what, f"{exc.code}: {message}"))
     except OSError as exc:
         return Capture(None, _degraded(fidelity, budget, size, what, f"os_error: {exc.errno}"))
     result_ref = ResultRef(ref=ref, role=role, association_id=association_id)
