@@ -372,12 +372,20 @@ class ArtifactStore:
         root_fd = self._open_root(create=True)
         os.close(root_fd)
         staging_fd = self._open_sub(STAGING, create=True)
-        objects_fd = self._open_sub(OBJECTS, create=True)
+        try:
+            objects_fd = self._open_sub(OBJECTS, create=True)
+        except BaseException:
+            os.close(staging_fd)
+            raise
         stage_name = f"{art_id}.{os.urandom(4).hex()}"
         stage_fd = -1
         try:
             os.mkdir(stage_name, PRIVATE_DIR_MODE, dir_fd=staging_fd)
-            stage_fd = os.open(stage_name, _DIR_FLAGS, dir_fd=staging_fd)
+            try:
+                stage_fd = os.open(stage_name, _DIR_FLAGS, dir_fd=staging_fd)
+            except BaseException:
+                os.rmdir(stage_name, dir_fd=staging_fd)
+                raise
             # Held until this call returns: `gc` only removes stages nobody holds (their writer died).
             fcntl.flock(stage_fd, fcntl.LOCK_EX)
             kept, original_size, digest = self._stream_payload(stage_fd, source)
