@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ivoai.client.compression.fidelity import FidelityClass
-from ivoai.client.workingcontext import ArtifactStore, Budget, EvidenceRole, capture, project
+from ivoai.client.workingcontext import (
+    ArtifactRef,
+    ArtifactState,
+    ArtifactStore,
+    Budget,
+    EvidenceRole,
+    Sensitivity,
+    capture,
+    project,
+)
 from ivoai.common.limits import (
     MIB,
     PROJECTION_BUDGET_BALANCED_BYTES,
@@ -135,3 +148,50 @@ def test_credential_output_is_withheld_with_no_preview_and_nothing_stored(store:
 @pytest.fixture
 def xdg_root(tmp_path: Path) -> Path:
     return tmp_path / "cache" / "working-context"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=st.binary(max_size=40_000) | st.text(max_size=12_000).map(lambda t: t.encode("utf-8")),
+    budget=st.sampled_from(list(Budget)),
+    fidelity=st.sampled_from(list(FidelityClass)),
+)
+def test_any_output_projects_within_budget_deterministically(
+    data: bytes, budget: Budget, fidelity: FidelityClass
+) -> None:
+    ref = _fake_ref(data)
+    p = project(ref, data, fidelity=fidelity, budget=budget)
+    assert len(p.text.encode("utf-8")) <= budget.bytes
+    assert project(ref, data, fidelity=fidelity, budget=budget) == p
+    if fidelity is not FidelityClass.COMPRESSIBLE:
+        assert p.mode in ("verbatim", "reference_only")
+        if p.mode == "verbatim":
+            assert p.text.encode("utf-8") == data  # exact content is never altered
+    if p.mode == "head_tail" and _utf8(data):
+        shown_head = p.text.split("]\n", 1)[1].encode("utf-8")[: p.head_bytes]
+        assert shown_head == data[: p.head_bytes]
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _fake_ref(data: bytes) -> ArtifactRef:
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    return ArtifactRef(
+        id="art_" + "f" * 32,
+        payload_type="log",
+        media_type="text/plain",
+        size=len(data),
+        original_size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+        session_id="s",
+        sensitivity=Sensitivity.INTERNAL,
+        state=ArtifactState.COMPLETE,
+    )
