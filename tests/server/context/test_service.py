@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ivoai.server.context.embeddings import BuiltinEmbedder
 from ivoai.server.context.errors import ConnectorNotFoundError, DocumentNotFoundError, InvalidQueryError
 from ivoai.server.context.service import ContextService
 
@@ -165,3 +166,13 @@ def test_catalog_files_are_private(loaded: ContextService) -> None:
     for p in loaded.data_dir.context.iterdir():
         assert p.stat().st_mode & 0o077 == 0, p
     assert loaded.data_dir.index.stat().st_mode & 0o777 == 0o700
+
+
+def test_two_services_in_one_process_share_the_edge_shard_and_survive_a_rebuild(
+    loaded: ContextService, embedder: BuiltinEmbedder
+) -> None:
+    with ContextService.open(loaded.data_dir, embedder=embedder) as other:
+        assert other.index.count() == loaded.index.count() == 4
+        loaded.rebuild()
+        assert other.context_search("payment queue backs up").results[0].path == "ops/runbook.md"
+    assert loaded.index.count() == 4  # the other service's close() left this opener attached

@@ -68,7 +68,7 @@ class VectorIndex(Protocol):
     def count(self) -> int: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
-    def drop(self) -> None: ...
+    def reset(self) -> None: ...
 
 
 def path_prefixes(path: str) -> list[str]:
@@ -94,6 +94,7 @@ def bm25() -> Any:
 
 # ------------------------------------------------------------------------------------------------ edge
 _SHARDS: dict[str, tuple[Any, int]] = {}
+_SHARD_LOCKS: dict[str, threading.RLock] = {}
 _SHARDS_LOCK = threading.Lock()
 
 
@@ -128,18 +129,31 @@ def _acquire_shard(path: Path) -> Any:
         return shard
 
 
-def _release_shard(path: Path, *, drop: bool = False) -> None:
+def _release_shard(path: Path) -> None:
     key = str(path)
     with _SHARDS_LOCK:
         if key not in _SHARDS:
             return
         shard, refs = _SHARDS[key]
-        if refs > 1 and not drop:
+        if refs > 1:
             _SHARDS[key] = (shard, refs - 1)
             return
         del _SHARDS[key]
         shard.flush()
         shard.close()
+
+
+def _reset_shard(path: Path) -> None:
+    """Replace the open shard with an empty one, keeping every opener of this process attached."""
+    key = str(path)
+    with _SHARDS_LOCK:
+        shard, refs = _SHARDS.pop(key)
+        shard.close()
+        shutil.rmtree(path, ignore_errors=True)
+    _acquire_shard(path)
+    with _SHARDS_LOCK:
+        new, _ = _SHARDS[key]
+        _SHARDS[key] = (new, refs)
 
 
 def _edge_filter(spec: SearchSpec) -> Any:
@@ -159,11 +173,22 @@ class EdgeIndex:
 
     path: Path
     backend: str = "edge"
-    _shard: Any = field(default=None, repr=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _closed: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._shard = _acquire_shard(self.path)
+        _acquire_shard(self.path)
+        with _SHARDS_LOCK:  # every opener of one shard in this process serialises on one lock
+            self._lock = _SHARD_LOCKS.setdefault(str(self.path), self._lock)
+
+    @property
+    def _shard(self) -> Any:
+        """The process-wide open shard (looked up per call: `reset` may have replaced it)."""
+        with _SHARDS_LOCK:
+            entry = _SHARDS.get(str(self.path))
+        if entry is None:
+            raise VectorIndexError(f"the context index {self.path} is closed")
+        return entry[0]
 
     def _call(self, fn: Any, *args: Any) -> Any:
         try:
@@ -264,13 +289,15 @@ class EdgeIndex:
         self._call(self._shard.flush)
 
     def close(self) -> None:
-        """Release this opener (the shard closes with its last opener)."""
-        _release_shard(self.path)
+        """Release this opener once (the shard closes with its last opener)."""
+        if not self._closed:
+            self._closed = True
+            _release_shard(self.path)
 
-    def drop(self) -> None:
-        """Close the shard and delete its files (rebuild recreates it)."""
-        _release_shard(self.path, drop=True)
-        shutil.rmtree(self.path, ignore_errors=True)
+    def reset(self) -> None:
+        """Delete the shard's files and start an empty shard (rebuild refills it)."""
+        with self._lock:
+            _reset_shard(self.path)
 
 
 # ---------------------------------------------------------------------------------------------- qdrant
@@ -434,6 +461,7 @@ class QdrantIndex:
         """Close the client."""
         self._call(self.client.close)
 
-    def drop(self) -> None:
-        """Delete the collection (rebuild recreates it)."""
+    def reset(self) -> None:
+        """Delete and recreate the collection (rebuild refills it)."""
         self._call(self.client.delete_collection, self.collection)
+        self.__post_init__()

@@ -258,12 +258,8 @@ class ContextService:
             with file_lock(
                 self.data_dir.root, self.data_dir.run / INGEST_LOCK, timeout=INGEST_LOCK_WAIT_SECONDS
             ):
-                with self._lock:
-                    if self._index is None:
-                        self._index = self._open_index()
-                    self._index.drop()
-                    self._index = None
                 index = self.index
+                index.reset()
                 docs = chunks = 0
                 total = self.catalog.counts()["chunks"]
                 prog = IngestProgress("*", "embed", chunks_total=total)
