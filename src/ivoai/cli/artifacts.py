@@ -38,6 +38,8 @@ def _ref_dict(ref: ArtifactRef) -> dict[str, object]:
 
 def _open_source(path: str) -> BinaryIO:
     if path == "-":
+        if sys.stdin.isatty():
+            info("ivoai: reading the artifact from standard input; end it with Ctrl-D")
         return sys.stdin.buffer
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
