@@ -63,9 +63,12 @@ def main() -> None:
         if len(batch) == 2000:
             index.upsert(batch)
             batch = []
+            if (i + 1) % 20_000 == 0:
+                print(f"{i + 1} points in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
     index.upsert(batch)
     build = time.perf_counter() - t0
     t0 = time.perf_counter()
+    print("optimize (HNSW build) ...", file=sys.stderr, flush=True)
     index._shard.optimize()
     opt = time.perf_counter() - t0
     queries = []

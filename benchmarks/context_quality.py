@@ -73,7 +73,9 @@ def main() -> None:
     svc = ContextService.open(ServerDataDir(tmp / "server"), embedder=builtin_embedder())
     svc.add_connector("lib", "filesystem", str(corpus))
     t0 = time.perf_counter()
+    print(f"ingesting {len(pairs)} functions ...", file=sys.stderr, flush=True)
     svc.ingest()
+    print(f"ingested in {time.perf_counter() - t0:.0f}s; searching", file=sys.stderr, flush=True)
     ingest_s = time.perf_counter() - t0
     figures = {}
     for mode in ("dense", "lexical", "hybrid"):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import CliRunner
 
@@ -69,3 +72,24 @@ def test_cli_errors_name_the_field_and_exit_non_zero_without_a_traceback(
     assert r.code == 1 and "limit must be between 1 and 100" in r.err
     r = cli(*base, "ingest", "--connector", "ghost")
     assert r.code == 1 and "no connector named 'ghost'" in r.err
+
+
+def test_progress_bar_renders_ingest_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from ivoai.cli.server.connector import progress_bar
+    from ivoai.server.context.ingest import IngestProgress
+
+    fake_tty = io.StringIO()
+    monkeypatch.setattr(fake_tty, "isatty", lambda: True)
+    monkeypatch.setattr(sys, "stderr", fake_tty)
+    with progress_bar(True) as update:
+        assert update is not None
+        p = IngestProgress("docs", "scan", documents_total=3)
+        update(p)
+        p.phase, p.chunks_total, p.chunks_done, p.documents_done = "embed", 10, 4, 1
+        update(p)
+        p.phase = "done"
+        update(p)
+    with progress_bar(False) as none:
+        assert none is None
