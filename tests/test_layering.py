@@ -82,8 +82,26 @@ LAUNCH_CHAIN = (
     "ivoai.client.agents.launch_cli, ivoai.client.agents.launch, ivoai.client.agents.argv, "
     "ivoai.client.agents.process, ivoai.client.agents.executors, ivoai.client.agents.childenv"
 )
-LAUNCH_BANNED = {"typer", "rich", "pydantic", "tomlkit", "httpx", "mcp", "anyio", "uvicorn", "starlette",
-                 "json", "re", "pathlib", "dataclasses", "typing", "subprocess", "enum", "tomllib", "signal"}
+LAUNCH_BANNED = {
+    "typer",
+    "rich",
+    "pydantic",
+    "tomlkit",
+    "httpx",
+    "mcp",
+    "anyio",
+    "uvicorn",
+    "starlette",
+    "json",
+    "re",
+    "pathlib",
+    "dataclasses",
+    "typing",
+    "subprocess",
+    "enum",
+    "tomllib",
+    "signal",
+}
 
 
 def test_launcher_import_chain_stays_import_light() -> None:

@@ -120,15 +120,3 @@ def test_headroom_wrap_runs_the_real_client_and_leaves_client_homes_unchanged(xd
     assert record["requested_provider"] == record["effective_provider"] == "headroom"
     assert record["provider_source"] == "explicit"
     assert _snapshot(home) == before
-
-
-def test_headroom_wrap_does_not_leave_a_codex_home_behind_when_there_was_none(xdg: XdgPaths) -> None:
-    headroom = tool_path("headroom")
-    if not headroom.exists():
-        pytest.fail(f"headroom-ai is not installed at {headroom}; run scripts/test")
-    (xdg.data / "bin").mkdir(parents=True, mode=0o700)
-    (xdg.data / "bin" / "headroom").symlink_to(headroom)
-    _set_provider(xdg, "headroom")
-    result = run_ivoai("codex", "--", "--version", env=_env())
-    assert result.returncode == 0, result.stderr
-    assert not (Path.home() / ".codex").exists()

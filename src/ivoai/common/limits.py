@@ -131,6 +131,7 @@ CAVEMAN_VERSION_TIMEOUT_SECONDS = 5.0  # `caveman-proxy version --json`
 CAVEMAN_BINARY_MAX_BYTES = 256 * MIB  # hashed in full for the pin check
 HEADROOM_PROBE_TIMEOUT_SECONDS = 15.0  # `headroom --version` / `wrap --help` (a Python CLI: slow start)
 SUPERVISOR_POLL_SECONDS = 0.5  # signal-wait timeout: bounds how late a TERM -> KILL escalation runs
+SESSION_RECORD_DEFER_SECONDS = 0.1  # a client that ends sooner gets one (final) record write, not two
 SESSION_RECORD_MAX_BYTES = 64 * KIB
 SESSIONS_LIST_MAX = 1000  # session records listed; older ones are still kept
 SESSION_ENDED_KEEP = 200  # ended records kept; older ended ones are pruned on launch

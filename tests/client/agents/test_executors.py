@@ -38,3 +38,21 @@ def test_opencode_is_direct_only_and_has_no_process_local_mcp() -> None:
     assert EXECUTORS["opencode"].mcp_style is None
     assert EXECUTORS["codex"].auth_args == ("login", "status")
     assert EXECUTORS["claude"].auth_args == ("auth", "status")
+
+
+def test_an_empty_codex_home_created_during_a_wrapped_session_is_removed_and_a_used_one_kept(
+    tmp_path: Path,
+) -> None:
+    """`headroom wrap codex` creates an empty ~/.codex when there was none; ivoai removes it again."""
+    from ivoai.client.agents.argv import LaunchArgs
+    from ivoai.client.agents.launch import _Session
+
+    for used in (False, True):
+        home = tmp_path / f"codex-{used}"
+        home.mkdir()
+        if used:
+            (home / "history.jsonl").write_text("{}\n")
+        session = _Session(LaunchArgs("codex"), EXECUTORS["codex"], {"HOME": str(tmp_path)})
+        session.codex_home_created_by_us = str(home)
+        session.close()
+        assert home.exists() is used

@@ -49,14 +49,14 @@ def test_only_bounded_fields_survive_and_free_text_cannot_enter() -> None:
 def test_events_are_appended_privately_and_rotated(xdg: XdgPaths, monkeypatch: pytest.MonkeyPatch) -> None:
     limit = 4096  # the same rotation logic with a small file, to keep the test fast
     monkeypatch.setattr(telemetry_mod, "TELEMETRY_FILE_MAX_BYTES", limit)
-    telemetry = Telemetry(xdg)
+    telemetry = Telemetry(xdg.state)
     line_size = len(json.dumps(build_event(executor="codex", result="ok", payload_type="x" * 60))) + 1
     for _ in range(limit // line_size * (TELEMETRY_ROTATIONS_KEPT + 2)):
         assert telemetry.record(executor="codex", result="ok", payload_type="x" * 60)
-    assert stat.S_IMODE(telemetry.path.stat().st_mode) == 0o600
-    assert telemetry.path.stat().st_size <= limit
+    assert stat.S_IMODE(Path(telemetry.path).stat().st_mode) == 0o600
+    assert Path(telemetry.path).stat().st_size <= limit
     rotated = sorted(
-        p.name for p in telemetry.path.parent.iterdir() if p.name.startswith("compression.ndjson.")
+        p.name for p in Path(telemetry.path).parent.iterdir() if p.name.startswith("compression.ndjson.")
     )
     assert rotated == [f"compression.ndjson.{i}" for i in range(1, TELEMETRY_ROTATIONS_KEPT + 1)]
 
@@ -64,9 +64,15 @@ def test_events_are_appended_privately_and_rotated(xdg: XdgPaths, monkeypatch: p
 def test_a_broken_telemetry_directory_never_blocks_a_launch(xdg: XdgPaths, tmp_path: Path) -> None:
     xdg.state.mkdir(parents=True, mode=0o700, exist_ok=True)
     (xdg.state / "telemetry").write_text("not a directory")
-    assert Telemetry(xdg).record(executor="codex", result="ok") is False
+    assert Telemetry(xdg.state).record(executor="codex", result="ok") is False
     from tests.client.agents.standins import install_client
 
     install_client(xdg, "codex")
     result = run_ivoai("codex", "--direct", env=dict(os.environ, STANDIN_MODE="exit:0"))
     assert result.returncode == 0, result.stderr
+
+
+def test_the_bypass_event_fidelity_class_is_what_the_classifier_says_for_memory_responses() -> None:
+    from ivoai.client.compression.fidelity import classify
+
+    assert str(classify("memory_response")) == "exact_required"  # launch.py records this literal

@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,26 @@ def test_records_never_hold_client_arguments_or_environment(xdg: XdgPaths) -> No
     doc = _record().to_json()
     assert not {"argv", "args", "env", "environment", "prompt", "token"} & set(doc)
     assert json.dumps(doc)
+
+
+def test_the_launchers_light_record_has_exactly_the_record_fields(xdg: XdgPaths, tmp_path: Path) -> None:
+    """launch.py writes records without dataclasses; they must load as SessionRecord unchanged."""
+    import dataclasses
+
+    from tests.client.agents.standins import install_client
+    from tests.conftest import run_ivoai
+
+    install_client(xdg, "codex")
+    assert run_ivoai("codex", "--direct", env=dict(os.environ, STANDIN_MODE="exit:0")).returncode == 0
+    [path] = list(xdg.sessions_dir.glob("ses_*.json"))
+    doc = json.loads(path.read_text())
+    assert set(doc) == {f.name for f in dataclasses.fields(SessionRecord)}
+    assert SessionStore(xdg).load(path.stem).to_json() == doc
+
+
+def test_light_json_matches_the_json_module() -> None:
+    from ivoai.client.sessions._lightio import json_dumps
+
+    doc = {"b": [1, 2.5, None, True, False], "a": 'q"\\\n\x01é', "c": {"z": {}, "y": []}}
+    assert json.loads(json_dumps(doc)) == doc
+    assert json_dumps(doc) == json.dumps(doc, sort_keys=True, ensure_ascii=False)

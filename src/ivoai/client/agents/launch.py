@@ -23,8 +23,8 @@ from ivoai.client.agents.childenv import client_env
 from ivoai.client.agents.errors import ExecutorNotFoundError, LaunchError, SessionEndedError
 from ivoai.client.agents.executors import EXECUTORS, ExecutorSpec, discover, managed_bin_dir, xdg_root
 from ivoai.client.agents.process import Outcome, Supervisor, stop_process
-from ivoai.client.sessions.procinfo import start_marker
 from ivoai.common.errors import IvoaiError, UsageError
+from ivoai.common.limits import SESSION_RECORD_DEFER_SECONDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ivoai.client.compression.caveman import CavemanProxy
-    from ivoai.client.compression.decision import Decision
-    from ivoai.client.compression.settings import CompressionSetting
+    from ivoai.client.compression.decision import CompressionSetting, Decision
 
 INSTALL_HINTS = {
     "codex": "npm install -g @openai/codex",
@@ -55,6 +54,7 @@ class _Session:
         self.spec = spec
         self.env = env
         self.id = "ses_" + os.urandom(16).hex()
+        self.state_root = xdg_root("XDG_STATE_HOME", ".local/state", env)
         self.router: Any = None
         self.sources: list[Any] = []
         self.proxy: CavemanProxy | None = None
@@ -65,16 +65,10 @@ class _Session:
     def runtime_dir(self) -> str:
         """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
         if self.runtime is None:
-            state = xdg_root("XDG_STATE_HOME", ".local/state", self.env)
-            from pathlib import Path
+            from ivoai.client.sessions._lightio import open_private_dirs
 
-            from ivoai.common.fsio import ensure_private_dir
-
-            run = Path(state) / "run"
-            ensure_private_dir(Path(state), run)
-            path = run / self.id
-            os.mkdir(path, 0o700)
-            self.runtime = str(path)
+            os.close(open_private_dirs(self.state_root, "run", self.id))
+            self.runtime = os.path.join(self.state_root, "run", self.id)
         return self.runtime
 
     def close(self) -> None:
@@ -142,10 +136,12 @@ def _authoritative_count(sources: list[Any]) -> int:
 
 
 def _requested_setting(session: _Session) -> CompressionSetting:
-    from ivoai.client.compression.settings import CompressionSetting, resolve_setting
+    from ivoai.client.compression.decision import CompressionSetting
 
     if session.args.direct:
         return CompressionSetting("direct", "flag")
+    from ivoai.client.compression.settings import resolve_setting
+
     config = os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", session.env), "config.toml")
     if not os.path.exists(config):
         return resolve_setting({})
@@ -163,7 +159,6 @@ def _decide(
 ) -> tuple[Decision, list[str], dict[str, str], str | None]:
     """The decision plus extra client args, extra env, and a replacement executable (headroom)."""
     from ivoai.client.compression import decision as d
-    from ivoai.client.compression.errors import PreflightError
 
     spec = session.spec
     provider, final = d.choose(
@@ -171,6 +166,8 @@ def _decide(
     )
     if final is not None:
         return final, [], {}, None
+    from ivoai.client.compression.errors import PreflightError
+
     assert provider is not None
     try:
         if provider == "caveman":
@@ -312,19 +309,25 @@ def run_launch(
                 raise LaunchError(f"could not start {path}: {exc.strerror or exc}") from None
             if on_spawned is not None:
                 on_spawned(pid)
-            try:
-                record = _record_start(session, decision, pid, started)
-            except Exception as exc:  # noqa: BLE001 - once the client runs, bookkeeping never abandons it
-                _note(f"warning: session bookkeeping failed ({type(exc).__name__})")
-                record = None
             helper = session.proxy.pid if session.proxy is not None else None
+            written: list[dict[str, Any] | None] = []
 
             def helper_died(code: int) -> None:
                 session.helper_exit = code
 
-            outcome = sup.supervise(pid, helper_pid=helper, on_helper_death=helper_died)
+            def write_running_record() -> None:
+                written.append(_bookkeeping(session, decision, pid, started, publish=True))
+
+            outcome = sup.supervise(
+                pid,
+                helper_pid=helper,
+                on_helper_death=helper_died,
+                deferred=write_running_record,
+                defer_seconds=SESSION_RECORD_DEFER_SECONDS,
+            )
             if helper is not None and outcome.helper_exit is not None:
                 session.proxy = None  # reaped by the supervisor
+            record = written[0] if written else _bookkeeping(session, decision, pid, started, publish=False)
             _record_end(session, record, decision, outcome)
         finally:
             session.close()
@@ -338,15 +341,34 @@ def run_launch(
     return outcome.exit_code
 
 
-def _record_start(session: _Session, decision: Decision, pid: int, started: float) -> Any:
-    """Write the session record and the decision's telemetry event; failures only warn."""
-    from ivoai.client.compression.telemetry import Telemetry
-    from ivoai.client.sessions.records import SessionRecord, SessionStore
+def _telemetry_due(decision: Decision) -> bool:
+    """A compression event exists only when a provider was involved (requested, bypassed or fell back)."""
+    return decision.requested != "direct" or decision.bypass or decision.fallback
 
-    info = decision.as_dict()
+
+def _bookkeeping(
+    session: _Session, decision: Decision, pid: int, started: float, *, publish: bool
+) -> dict[str, Any] | None:
+    """Build the session record and write the decision's telemetry event; never raises.
+
+    With `publish` the running record is written now; otherwise `_record_end` writes it once, ended.
+    """
+    try:
+        return _record_start(session, decision, pid, started, publish=publish)
+    except Exception as exc:  # noqa: BLE001 - once the client runs, bookkeeping never abandons it
+        _note(f"warning: session bookkeeping failed ({type(exc).__name__})")
+        return None
+
+
+def _record_start(
+    session: _Session, decision: Decision, pid: int, started: float, *, publish: bool
+) -> dict[str, Any] | None:
+    """The session record (published when `publish`) plus the decision's telemetry event."""
+    from ivoai.client.sessions._lightio import publish_record
+    from ivoai.client.sessions.procinfo import start_marker
+
     result = "bypassed" if decision.bypass else "fallback" if decision.fallback else "started"
     event: dict[str, Any] = {
-        "session_id": session.id,
         "executor": session.spec.name,
         "requested": decision.requested,
         "effective": decision.effective,
@@ -359,58 +381,94 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
         "latency_ms": int((time.time() - started) * 1000),
     }
     if decision.bypass:
-        from ivoai.client.compression.fidelity import classify
+        event["fidelity"] = "exact_required"  # fidelity.classify("memory_response"); pinned by a test
+    if _telemetry_due(decision):
+        from ivoai.client.compression.telemetry import Telemetry
 
-        event["fidelity"] = str(classify("memory_response"))
-    Telemetry().record(**event)
-    record = SessionRecord(
-        id=session.id,
-        executor=session.spec.name,
-        pid=os.getpid(),
-        pid_start=start_marker(os.getpid()),
-        started_at=started,
-        requested_provider=decision.requested,
-        effective_provider=decision.effective,
-        provider_source=decision.source,
-        client_pid=pid,
-        client_start=start_marker(pid),
-        bypass=decision.bypass,
-        bypass_reason=decision.reason,
-        fallback=decision.fallback,
-        authoritative_sources=int(str(info["authoritative_sources"])),
-        knowledge_sources=[str(getattr(s, "id", "")) for s in session.sources],
-        last_compression={k: v for k, v in event.items() if k != "session_id"},
-    )
+        Telemetry(session.state_root).record(session_id=session.id, **event)
+    me = os.getpid()
+    record: dict[str, Any] = {
+        "schema": 1,
+        "id": session.id,
+        "executor": session.spec.name,
+        "state": "running",
+        "pid": me,
+        "pid_start": start_marker(me),
+        "client_pid": pid,
+        "client_start": start_marker(pid),
+        "started_at": started,
+        "ended_at": None,
+        "exit_code": None,
+        "end_reason": None,
+        "requested_provider": decision.requested,
+        "effective_provider": decision.effective,
+        "provider_source": decision.source,
+        "bypass": decision.bypass,
+        "bypass_reason": decision.reason,
+        "fallback": decision.fallback,
+        "authoritative_sources": decision.authoritative_sources,
+        "knowledge_sources": [str(getattr(s, "id", "")) for s in session.sources],
+        "last_compression": event,
+        "ivoai_version": _version(),
+    }
+    if not publish:
+        return record
     try:
-        store = SessionStore()
-        store.write(record)
-        store.prune_ended()
-    except (IvoaiError, OSError) as exc:
+        publish_record(session.state_root, record)
+    except (IvoaiError, OSError, ValueError) as exc:
         _note(f"warning: session record not written ({getattr(exc, 'message', exc)})")
         return None
     return record
 
 
-def _record_end(session: _Session, record: Any, decision: Decision, outcome: Outcome) -> None:
-    from ivoai.client.compression.telemetry import Telemetry
-    from ivoai.client.sessions.records import SessionStore, now
+def _version() -> str:
+    from ivoai import __version__
 
-    Telemetry().record(
-        session_id=session.id,
-        executor=session.spec.name,
-        effective=decision.effective,
-        requested=decision.requested,
-        result="failed" if outcome.reason == "helper_died" else "ended",
-        reason=outcome.reason,
-        payload_type="session",
-    )
+    return __version__
+
+
+def _record_end(
+    session: _Session, record: dict[str, Any] | None, decision: Decision, outcome: Outcome
+) -> None:
+    """Mark the record ended (exit code, reason); prune old ended records only when there are many."""
+    from ivoai.client.sessions._lightio import publish_record
+
+    if _telemetry_due(decision) or outcome.reason == "helper_died":
+        from ivoai.client.compression.telemetry import Telemetry
+
+        Telemetry(session.state_root).record(
+            session_id=session.id,
+            executor=session.spec.name,
+            effective=decision.effective,
+            requested=decision.requested,
+            result="failed" if outcome.reason == "helper_died" else "ended",
+            reason=outcome.reason,
+            payload_type="session",
+        )
     if record is None:
         return
-    record.state = "ended"
-    record.ended_at = now()
-    record.exit_code = outcome.exit_code
-    record.end_reason = outcome.reason
+    record.update(state="ended", ended_at=time.time(), exit_code=outcome.exit_code, end_reason=outcome.reason)
     try:
-        SessionStore().write(record)
-    except (IvoaiError, OSError) as exc:
+        publish_record(session.state_root, record)
+    except (IvoaiError, OSError, ValueError) as exc:
         _note(f"warning: session record not updated ({getattr(exc, 'message', exc)})")
+        return
+    _prune_if_crowded(session.state_root)
+
+
+def _prune_if_crowded(state_root: str) -> None:
+    """Loading every record to prune is costly: only do it when the directory holds many files."""
+    from ivoai.common.limits import SESSION_ENDED_KEEP
+
+    try:
+        count = len(os.listdir(os.path.join(state_root, "sessions")))
+    except OSError:
+        return
+    if count <= SESSION_ENDED_KEEP + SESSION_ENDED_KEEP // 4:
+        return
+    try:
+        from ivoai.client.sessions.records import SessionStore
+
+        SessionStore().prune_ended()
+    except (IvoaiError, OSError) as exc:
+        _note(f"warning: old session records not pruned ({getattr(exc, 'message', exc)})")

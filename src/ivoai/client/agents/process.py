@@ -132,14 +132,24 @@ class Supervisor:
         helper_pid: int | None = None,
         on_helper_death: Callable[[int], None] | None = None,
         grace_seconds: float = TERM_GRACE_SECONDS,
+        deferred: Callable[[], None] | None = None,
+        defer_seconds: float = 0.0,
     ) -> Outcome:
-        """Wait for the client, forwarding signals; end it (TERM -> KILL) if the helper dies."""
+        """Wait for the client, forwarding signals; end it (TERM -> KILL) if the helper dies.
+
+        `deferred` runs once, `defer_seconds` after the start, if the client is still running then
+        (the launcher writes the session record there, off the path of very short sessions).
+        """
         kill_at: float | None = None
         killed = False
         helper_exit: int | None = None
         forwarded = 0
+        defer_at = time.monotonic() + defer_seconds if deferred is not None else None
         while True:
-            info = _sig.sigtimedwait(_WAITSET, SUPERVISOR_POLL_SECONDS)
+            timeout = SUPERVISOR_POLL_SECONDS
+            if defer_at is not None:
+                timeout = max(0.0, min(timeout, defer_at - time.monotonic()))
+            info = _sig.sigtimedwait(_WAITSET, timeout)
             if info is not None and info.si_signo != _sig.SIGCHLD:
                 signo = info.si_signo
                 if signo in _ENDING or (signo in _TERMINAL_ONCE and info.si_code != SI_KERNEL):
@@ -169,6 +179,9 @@ class Supervisor:
             if kill_at is not None and not killed and time.monotonic() >= kill_at:
                 _send(client_pid, _sig.SIGKILL)
                 killed = True
+            if defer_at is not None and deferred is not None and time.monotonic() >= defer_at:
+                defer_at = None
+                deferred()
 
 
 def _send(pid: int, signo: int) -> None:

@@ -13,12 +13,28 @@ Providers are mutually exclusive: the result names exactly one effective provide
 
 from __future__ import annotations
 
-from ivoai.client.compression.settings import CompressionSetting
-
 DIRECT = "direct"
 REASON_DIRECT_REQUESTED = "direct_requested"
 REASON_AUTHORITATIVE = "authoritative_knowledge"
 REASON_EXECUTOR_DIRECT_ONLY = "executor_direct_only"
+
+
+class CompressionSetting:
+    """The requested provider and the source of that choice."""
+
+    __slots__ = ("provider", "source")
+
+    def __init__(self, provider: str, source: str) -> None:
+        self.provider = provider
+        self.source = source
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CompressionSetting):
+            return NotImplemented
+        return (self.provider, self.source) == (other.provider, other.source)
+
+    def __repr__(self) -> str:
+        return f"CompressionSetting({self.provider!r}, {self.source!r})"
 
 
 class Decision:

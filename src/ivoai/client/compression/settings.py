@@ -11,7 +11,10 @@ Import-light (no tomlkit or pydantic): the launcher reads the raw tomllib docume
 
 from __future__ import annotations
 
+from ivoai.client.compression.decision import CompressionSetting
 from ivoai.client.compression.errors import CompressionSettingError
+
+__all__ = ["DEFAULT_PROVIDER", "PROVIDERS", "SOURCES", "CompressionSetting", "normalize", "resolve_setting"]
 
 PROVIDERS = ("caveman", "headroom", "direct")
 SOURCES = ("default", "migration", "explicit")
@@ -20,24 +23,6 @@ DEFAULT_PROVIDER = "caveman"
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-
-class CompressionSetting:
-    """The requested provider and the source of that choice."""
-
-    __slots__ = ("provider", "source")
-
-    def __init__(self, provider: str, source: str) -> None:
-        self.provider = provider
-        self.source = source
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CompressionSetting):
-            return NotImplemented
-        return (self.provider, self.source) == (other.provider, other.source)
-
-    def __repr__(self) -> str:
-        return f"CompressionSetting({self.provider!r}, {self.source!r})"
 
 
 def _table(doc: Mapping[str, object]) -> Mapping[str, object]:

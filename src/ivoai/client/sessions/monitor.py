@@ -37,7 +37,7 @@ def snapshot(
 ) -> dict[str, Any]:
     """The current monitor document: live (and lost) sessions, newest first."""
     store = store or SessionStore()
-    telemetry = telemetry or Telemetry(store.paths)
+    telemetry = telemetry or Telemetry(store.paths.state)
     records, problems = store.list()
     last = telemetry.last_by_session()
     rows = [session_row(r, last.get(r.id)) for r in records if include_ended or r.status() != "ended"]

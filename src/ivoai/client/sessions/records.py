@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ivoai import __version__
+from ivoai.client.sessions._lightio import publish_record
 from ivoai.client.sessions.errors import InvalidSessionIdError, SessionNotFoundError, SessionRecordError
 from ivoai.client.sessions.procinfo import is_same_process
-from ivoai.common.fsio import atomic_write, ensure_private_dir, read_private_file_or_none
+from ivoai.common.fsio import ensure_private_dir, read_private_file_or_none
 from ivoai.common.limits import SESSION_ENDED_KEEP, SESSION_RECORD_MAX_BYTES, SESSIONS_LIST_MAX
 from ivoai.common.paths import XdgPaths, xdg_paths
 
@@ -124,9 +125,9 @@ class SessionStore:
         return self.dir / f"{check_session_id(session_id)}.json"
 
     def write(self, record: SessionRecord) -> None:
-        """Publish `record` atomically (private 0600 file in a 0700 directory)."""
-        data = (json.dumps(record.to_json(), sort_keys=True, indent=2) + "\n").encode("utf-8")
-        atomic_write(self.root, self.path_for(record.id), data)
+        """Publish `record` atomically (private 0600 file in a 0700 directory; see `_lightio`)."""
+        check_session_id(record.id)
+        publish_record(str(self.root), record.to_json())
 
     def load(self, session_id: str) -> SessionRecord:
         """Read one record.
