@@ -9,6 +9,8 @@ environment variables:
 - STANDIN_MODE: "exit:N" (exit N at once), "wait" (print `ready`, wait for a signal with default
   handling), "trap" (print `ready`; on SIGINT/SIGTERM/SIGHUP append {"signal": N} to the report,
   then re-raise it with the default action so the process dies by that signal),
+  "count" (wait for SIGINT/SIGTERM with sigwaitinfo, recording each with its si_code; die by
+  SIGTERM),
   "suicide:N" (kill itself with signal N).
 - STANDIN_IGNORE_TERM=1: ignore SIGTERM (to prove ivoai's bounded TERM -> KILL).
 - STANDIN_ENV_KEYS: comma-separated variable names whose presence/values are reported.
@@ -49,6 +51,18 @@ def main() -> int:
         os.kill(os.getpid(), int(mode.split(":", 1)[1]))
         time.sleep(30)
         return 99
+    if mode == "count":  # wait synchronously so no two deliveries merge; record sender kind per signal
+        waited = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        while True:
+            info = signal.sigwaitinfo(waited)
+            report({"signal": info.si_signo, "si_code": info.si_code})
+            if info.si_signo == signal.SIGTERM:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, waited)
+                os.kill(os.getpid(), signal.SIGTERM)
     if mode == "trap":
 
         def handler(signo: int, frame: FrameType | None) -> None:
