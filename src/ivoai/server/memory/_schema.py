@@ -58,9 +58,13 @@ def _pages(conn: sqlite3.Connection) -> None:
             kind TEXT NOT NULL,
             pinned INTEGER NOT NULL DEFAULT 0,
             expires_at REAL,
-            body TEXT NOT NULL,
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL,
+            useful INTEGER NOT NULL DEFAULT 0,
+            not_useful INTEGER NOT NULL DEFAULT 0,
+            -- Last on purpose: the metadata columns before it are read without touching the
+            -- overflow pages of a long body (ranking and scope filters read only those).
+            body TEXT NOT NULL,
             UNIQUE (workspace, project, path)
         ) STRICT;
         CREATE INDEX pages_scope_updated ON pages (workspace, project, deleted, updated_at);
@@ -105,8 +109,6 @@ def _feedback(conn: sqlite3.Connection) -> None:
     _script(
         conn,
         """
-        ALTER TABLE pages ADD COLUMN useful INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE pages ADD COLUMN not_useful INTEGER NOT NULL DEFAULT 0;
         CREATE TABLE page_feedback (
             id INTEGER PRIMARY KEY,
             page_id INTEGER NOT NULL REFERENCES pages (id),

@@ -790,11 +790,13 @@ def _semantic_candidates(
 ) -> list[tuple[int, float]]:
     import numpy as np
 
+    # Choose the pages first (small rows, sorted), then read their vectors unsorted: sorting the
+    # 1.5 KiB blobs themselves made this query four times slower.
     rows = conn.execute(
-        "SELECT v.page_id, v.vec FROM page_vectors v JOIN pages p ON p.id = v.page_id "
-        f"WHERE {scope_sql} AND v.model = ? AND v.version = p.version AND v.dims = ? "
-        "ORDER BY p.updated_at DESC LIMIT ?",
-        [*scope_args, model, len(query), MEMORY_SEMANTIC_SCAN_MAX_PAGES],
+        f"SELECT v.page_id, v.vec FROM (SELECT p.id, p.version FROM pages p WHERE {scope_sql} "
+        "ORDER BY p.updated_at DESC LIMIT ?) AS s CROSS JOIN page_vectors v ON v.page_id = s.id "
+        "WHERE v.version = s.version AND v.model = ? AND v.dims = ?",
+        [*scope_args, MEMORY_SEMANTIC_SCAN_MAX_PAGES, model, len(query)],
     ).fetchall()
     if not rows:
         return []
