@@ -52,7 +52,7 @@ class FaultProxy:
         self._sock = sock
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(self, log_level="warning", lifespan="off"))
+        self._server = uvicorn.Server(uvicorn.Config(self, log_level="warning", lifespan="on"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
 
     def start(self) -> FaultProxy:
@@ -87,10 +87,19 @@ class FaultProxy:
             await asyncio.sleep(0.01)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    self._client = httpx.AsyncClient(timeout=httpx.Timeout(120.0), trust_env=False)
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    if self._client is not None:
+                        await self._client.aclose()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http" or self._client is None:
             return
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(120.0), trust_env=False)
         request = Request(scope, receive)
         body = await request.body()
         path = request.url.path

@@ -11,12 +11,14 @@ team-ha, priority 20: the standby) and `docs` (purpose docs). Sources: `docs` an
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,86 +180,102 @@ class Fleet:
             server.stop()
 
 
-def build_fleet(root: Path) -> Fleet:
-    """Initialize, fill, start and enroll the three servers (through their proxies)."""
+def build_fleet(
+    root: Path, servers: dict[str, dict[str, str]] | None = None, *, via_proxy: bool = True
+) -> Fleet:
+    """Initialize, fill, start and enroll the servers (through their proxies unless `via_proxy` is false)."""
+    servers = SERVERS if servers is None else servers
     fleet = Fleet(root)
     server_env = env_for(root / "server-home")
     fleet.client_env = env_for(root / "client-home")
     corpora = root / "corpora"
-    for purpose, files in CORPUS.items():
-        (corpora / purpose).mkdir(parents=True)
-        for name, text in files.items():
-            (corpora / purpose / name).write_text(text)
+    for index, spec in enumerate(servers.values()):
+        purpose = spec["purpose"]
+        if not (corpora / purpose).exists():
+            (corpora / purpose).mkdir(parents=True)
+            for name, text in CORPUS[purpose if purpose in CORPUS else list(CORPUS)[index % 2]].items():
+                (corpora / purpose / name).write_text(text)
     try:
-        for name, spec in SERVERS.items():
-            data_dir = root / f"srv-{name}"
+        for name in servers:
             port = free_port()
-            must(
-                ivoai(
-                    "server",
-                    "--data-dir",
-                    str(data_dir),
-                    "init",
-                    "--listen",
-                    f"127.0.0.1:{port}",
-                    env=server_env,
-                )
-            )
-            must(
-                ivoai(
-                    "server",
-                    "--data-dir",
-                    str(data_dir),
-                    "connector",
-                    "add",
-                    "--name",
-                    "notes",
-                    "--type",
-                    "filesystem",
-                    "--path",
-                    str(corpora / spec["purpose"]),
-                    env=server_env,
-                )
-            )
-            must(ivoai("server", "--data-dir", str(data_dir), "ingest", env=server_env))
-            page = root / f"{name}-page.md"
-            page.write_text(f"# Quokka decision from {name}\n\nWe keep quokka notes in memory ({name}).\n")
-            must(
-                ivoai(
-                    "server",
-                    "--data-dir",
-                    str(data_dir),
-                    "memory",
-                    "write",
-                    "decisions/quokka.md",
-                    "--file",
-                    str(page),
-                    env=server_env,
-                )
-            )
             proxy = FaultProxy(f"http://127.0.0.1:{port}").start()
-            server = Server(name, data_dir, port, server_env, root / f"{name}.log", proxy)
-            fleet.servers[name] = server
-            server.start()
-        for name, spec in SERVERS.items():
-            server = fleet.servers[name]
-            server.wait_ready()
-            args = [
-                "connect",
-                "server",
-                "add",
-                name,
-                "--url",
-                server.proxy.url,
-                "--purpose",
-                spec["purpose"],
-                "--code-stdin",
-                "--json",
-            ]
-            if "group" in spec:
-                args += ["--redundancy-group", spec["group"], "--priority", spec["priority"]]
-            must(ivoai(*args, env=fleet.client_env, input_text=server.enrollment_code() + "\n"))
+            fleet.servers[name] = Server(
+                name, root / f"srv-{name}", port, server_env, root / f"{name}.log", proxy
+            )
+        # Preparing and enrolling the servers are independent per server: run them side by side.
+        _parallel(
+            lambda name: _prepare(fleet.servers[name], corpora / servers[name]["purpose"], root),
+            list(servers),
+        )
+        _parallel(lambda name: _enroll(fleet, name, servers[name], via_proxy), list(servers))
     except BaseException:
         fleet.close()
         raise
     return fleet
+
+
+def _parallel(fn: Callable[[str], None], names: list[str]) -> None:
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        for future in [pool.submit(fn, n) for n in names]:
+            future.result()
+
+
+def _prepare(server: Server, corpus: Path, root: Path) -> None:
+    d = str(server.data_dir)
+    must(ivoai("server", "--data-dir", d, "init", "--listen", f"127.0.0.1:{server.port}", env=server.env))
+    must(
+        ivoai(
+            "server",
+            "--data-dir",
+            d,
+            "connector",
+            "add",
+            "--name",
+            "notes",
+            "--type",
+            "filesystem",
+            "--path",
+            str(corpus),
+            env=server.env,
+        )
+    )
+    must(ivoai("server", "--data-dir", d, "ingest", env=server.env))
+    page = root / f"{server.name}-page.md"
+    page.write_text(
+        f"# Quokka decision from {server.name}\n\nWe keep quokka notes in memory ({server.name}).\n"
+    )
+    must(
+        ivoai(
+            "server",
+            "--data-dir",
+            d,
+            "memory",
+            "write",
+            "decisions/quokka.md",
+            "--file",
+            str(page),
+            env=server.env,
+        )
+    )
+    server.start()
+    server.wait_ready()
+
+
+def _enroll(fleet: Fleet, name: str, spec: dict[str, str], via_proxy: bool) -> None:
+    server = fleet.servers[name]
+    url = server.proxy.url if via_proxy else server.url
+    args = [
+        "connect",
+        "server",
+        "add",
+        name,
+        "--url",
+        url,
+        "--purpose",
+        spec["purpose"],
+        "--code-stdin",
+        "--json",
+    ]
+    if "group" in spec:
+        args += ["--redundancy-group", spec["group"], "--priority", spec["priority"]]
+    must(ivoai(*args, env=fleet.client_env, input_text=server.enrollment_code() + "\n"))

