@@ -43,6 +43,10 @@ TOOLS: dict[str, dict[str, Any]] = {
 }
 
 
+def kind_of(tool: str) -> Kind:
+    return "context" if tool.startswith("context") else "memory"
+
+
 def emit(**fields: Any) -> None:
     sys.stdout.write(json.dumps(fields, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -104,8 +108,7 @@ def main() -> None:
                 for tool, args in TOOLS.items():
                     direct: dict[str, float] = {}
                     for p in profiles:
-                        kind: Kind = "context" if tool.startswith("context") else "memory"
-                        url, cred = p.endpoint_url(kind), store.get(p.id) or ""
+                        url, cred = p.endpoint_url(kind_of(tool)), store.get(p.id) or ""
                         direct[p.alias] = statistics.median(run(latencies, url, cred, tool, args, opts.calls))
                     slowest = max(direct, key=lambda a: direct[a])
                     routed = statistics.median(
@@ -123,8 +126,7 @@ def main() -> None:
                     )
                 for tool, args in TOOLS.items():
                     p = profiles[0]
-                    kind: Kind = "context" if tool.startswith("context") else "memory"
-                    url, cred = p.endpoint_url(kind), store.get(p.id) or ""
+                    url, cred = p.endpoint_url(kind_of(tool)), store.get(p.id) or ""
                     ref = run(throughput, url, cred, tool, args, opts.seconds)
                     routed_tp = run(throughput, handle.url, handle.token, tool, args, opts.seconds)
                     emit(
