@@ -44,6 +44,20 @@ def test_the_client_stays_in_ivoais_foreground_process_group(xdg: XdgPaths, tmp_
     assert start["pgid"] == os.getpgid(0)  # ivoai inherited our group and kept the client in it
 
 
+def test_the_client_starts_with_default_sigpipe_although_python_ignores_it(
+    xdg: XdgPaths, tmp_path: Path
+) -> None:
+    out = tmp_path / "sigign"
+    client = xdg.data / "bin" / "opencode"
+    client.parent.mkdir(parents=True, mode=0o700)
+    client.write_text(f'#!/bin/sh\ngrep SigIgn /proc/$$/status > "{out}"\n')  # sh does not ignore SIGPIPE
+    client.chmod(0o755)
+    proc = start_ivoai("opencode", "--direct")
+    assert finish(proc)[0] == 0
+    ignored = int(out.read_text().split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+
+
 def test_a_client_killed_by_a_signal_yields_128_plus_n(xdg: XdgPaths, tmp_path: Path) -> None:
     install_client(xdg, "codex")
     proc = start_ivoai("codex", "--direct", env=_env(tmp_path, f"suicide:{int(signal.SIGKILL)}"))

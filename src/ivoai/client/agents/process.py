@@ -38,6 +38,9 @@ _FORWARDED = (_sig.SIGINT, _sig.SIGQUIT, _sig.SIGTERM, _sig.SIGHUP)
 _WAITSET = frozenset((_sig.SIGCHLD, *_FORWARDED))
 _TERMINAL_ONCE = (_sig.SIGINT, _sig.SIGQUIT)  # reach the whole foreground group from a terminal
 _ENDING = (_sig.SIGTERM, _sig.SIGHUP)
+# Python ignores SIGPIPE (and SIGXFSZ) at start-up and an ignored disposition survives exec: restore
+# the defaults in the child, as subprocess does with restore_signals=True.
+_RESTORED = (_sig.SIGPIPE, _sig.SIGXFSZ)
 
 
 def exit_code_from_status(status: int) -> int:
@@ -121,9 +124,17 @@ class Supervisor:
         mask = self._old_mask if self._old_mask is not None else set()
         if own_group:
             return os.posix_spawn(
-                path, list(argv), dict(env), file_actions=actions, setsigmask=mask, setpgroup=0
+                path,
+                list(argv),
+                dict(env),
+                file_actions=actions,
+                setsigmask=mask,
+                setsigdef=_RESTORED,
+                setpgroup=0,
             )
-        return os.posix_spawn(path, list(argv), dict(env), file_actions=actions, setsigmask=mask)
+        return os.posix_spawn(
+            path, list(argv), dict(env), file_actions=actions, setsigmask=mask, setsigdef=_RESTORED
+        )
 
     def supervise(
         self,

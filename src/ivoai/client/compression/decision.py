@@ -17,6 +17,7 @@ DIRECT = "direct"
 REASON_DIRECT_REQUESTED = "direct_requested"
 REASON_AUTHORITATIVE = "authoritative_knowledge"
 REASON_EXECUTOR_DIRECT_ONLY = "executor_direct_only"
+REASON_CONFIG_INVALID = "config_invalid"  # config.toml could not be read: fail open to the official client
 
 
 class CompressionSetting:
@@ -78,7 +79,9 @@ def choose(
     """(provider to preflight, None) or (None, final Direct decision) before any preflight runs."""
     requested = setting.provider
     if requested == DIRECT:
-        reason = REASON_DIRECT_REQUESTED if setting.source == "flag" else None
+        reason = {"flag": REASON_DIRECT_REQUESTED, "config_invalid": REASON_CONFIG_INVALID}.get(
+            setting.source
+        )
         return None, Decision(
             requested, DIRECT, setting.source, reason=reason, authoritative_sources=authoritative_sources
         )
