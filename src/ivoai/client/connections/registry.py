@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from ivoai.client.connections.files import REGISTRY_FILE, REGISTRY_LOCK
 from ivoai.client.knowledge.profiles import PRIORITY_DEFAULT, ServerProfile
 from ivoai.common.errors import ConflictError, NotFoundError, ValidationError
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none
@@ -29,8 +30,6 @@ from ivoai.common.limits import JSON_STATE_MAX_BYTES
 from ivoai.common.paths import XdgPaths
 
 REGISTRY_SCHEMA_VERSION = 1
-REGISTRY_FILE = "connections.json"
-REGISTRY_LOCK = "connections.lock"
 
 Ownership = Literal["ivoai", "user"]
 
