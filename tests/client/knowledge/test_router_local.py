@@ -186,3 +186,17 @@ def test_upstream_responses_over_the_cap_are_refused() -> None:
                 await client.get("https://a.example/x")
 
     anyio.run(main)
+
+
+def test_importing_the_router_api_loads_no_server_or_http_stack() -> None:
+    import json as _json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json; import ivoai.client.knowledge.router as r; r.enabled_sources(); "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    heavy = ("ivoai.server", "mcp", "uvicorn", "starlette", "httpx2", "httpx", "pydantic", "anyio")
+    assert [m for m in _json.loads(out.stdout) if m.split(".")[0] in heavy or m.startswith(heavy)] == []
