@@ -108,3 +108,19 @@ def test_endpoint_urls_stay_on_the_profile_origin() -> None:
             purpose="z",
             endpoints={"context_mcp": "https://evil/x"},
         ).endpoint_url("context")
+
+
+def test_the_package_exports_a_pinned_public_api() -> None:
+    import ivoai.client.knowledge as knowledge
+
+    assert knowledge.__all__ == sorted(knowledge.__all__)
+    assert knowledge.__all__ == [
+        "KnowledgeSource",
+        "RouterConfig",
+        "RouterHandle",
+        "ServerPool",
+        "ServerProfile",
+        "enabled_sources",
+        "session_router",
+        "start_session_router",
+    ]

@@ -1,1 +1,1 @@
-"""connect chatgpt | claude | server (enrollment client) | mcp."""
+"""connect chatgpt | claude | server (enrollment client) | mcp, and the connection registry."""

@@ -186,3 +186,6 @@ def select_sources(profiles: Sequence[ServerProfile], selectors: Sequence[str] =
             )
         raise UnknownSourceError(f"unknown knowledge source {selector!r}; valid choices: {listing}")
     return sorted(chosen.values(), key=lambda s: s.id)
+
+
+ServerPool = KnowledgeSource  # the seed's name for a group of equivalent replicas
