@@ -87,3 +87,18 @@ def test_a_single_authoritative_answer_is_passed_through_with_attribution_only()
     out = attribute_single(SourceOutcome("a", "a", "ok", "a1", upstream))
     assert {k: v for k, v in out.items() if k != "_meta"} == upstream
     assert out["_meta"]["ivoai/knowledge_source"] == {"source": "a", "served_by": "a1"}
+
+
+def test_not_found_at_one_source_is_an_answer_not_a_gap() -> None:
+    missing = SourceOutcome(
+        "b",
+        "b",
+        "ok",
+        "b",
+        {"content": [{"type": "text", "text": "not_found: no such document"}], "isError": True},
+    )
+    found = SourceOutcome("a", "a", "ok", "a", {"content": [], "structuredContent": {"document_id": "d1"}})
+    merged = merge_results([found, missing])
+    assert merged["structuredContent"]["partial"] is False and merged["isError"] is False
+    assert [s["status"] for s in merged["structuredContent"]["sources"]] == ["ok", "not_found"]
+    assert merge_results([missing])["isError"] is True

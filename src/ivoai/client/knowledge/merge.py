@@ -26,7 +26,7 @@ LIST_KEYS = ("results", "documents", "pages", "items", "hits")
 ATTRIBUTION_KEY = "knowledge_source"
 META_SOURCE_KEY = "ivoai/knowledge_source"
 
-OutcomeStatus = Literal["ok", "error", "timeout", "unavailable", "breaker_open"]
+OutcomeStatus = Literal["ok", "error", "not_found", "timeout", "unavailable", "breaker_open"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,11 @@ def structured_of(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _is_not_found(result: Mapping[str, Any]) -> bool:
+    """A tool error saying the item does not exist at that source (ivoai errors read `<code>: …`)."""
+    return bool(result.get("isError")) and _text_of(result).startswith("not_found")
+
+
 def _list_key(structured: Sequence[Mapping[str, Any]]) -> str | None:
     if not structured:
         return None
@@ -89,13 +94,17 @@ def merge_results(outcomes: Sequence[SourceOutcome], *, limit: int | None = None
     """Merge per-source outcomes into one CallToolResult (JSON form)."""
     ordered = sorted(outcomes, key=lambda o: o.source_id)
     answered = [o for o in ordered if o.answered and not (o.result or {}).get("isError")]
-    partial = len(answered) != len(ordered)
+    # "Not found here" is a complete answer from that source, not a gap in the federation.
+    absent = [o for o in ordered if o.answered and _is_not_found(o.result or {})]
+    partial = len(answered) + len(absent) != len(ordered)
     summary: list[dict[str, Any]] = []
     for o in ordered:
         entry: dict[str, Any] = {"source": o.source_id, "alias": o.alias, "status": o.status}
         if o.served_by is not None:
             entry["served_by"] = o.served_by
-        if o.result is not None and o.result.get("isError"):
+        if o.result is not None and _is_not_found(o.result):
+            entry["status"] = "not_found"
+        elif o.result is not None and o.result.get("isError"):
             entry["status"] = "error"
             entry["error"] = _text_of(o.result)[:500] or "the tool reported an error"
         elif o.error:
