@@ -310,13 +310,15 @@ def run_launch(
             if on_spawned is not None:
                 on_spawned(pid)
             helper = session.proxy.pid if session.proxy is not None else None
-            written: list[dict[str, Any] | None] = []
+            # Built now, while the client starts (off the exit path); published only if it still
+            # runs SESSION_RECORD_DEFER_SECONDS later, else written once, ended.
+            record = _bookkeeping(session, decision, pid, started)
 
             def helper_died(code: int) -> None:
                 session.helper_exit = code
 
             def write_running_record() -> None:
-                written.append(_bookkeeping(session, decision, pid, started, publish=True))
+                _publish(session, record, "written")
 
             outcome = sup.supervise(
                 pid,
@@ -327,7 +329,6 @@ def run_launch(
             )
             if helper is not None and outcome.helper_exit is not None:
                 session.proxy = None  # reaped by the supervisor
-            record = written[0] if written else _bookkeeping(session, decision, pid, started, publish=False)
             _record_end(session, record, decision, outcome)
         finally:
             session.close()
@@ -346,25 +347,17 @@ def _telemetry_due(decision: Decision) -> bool:
     return decision.requested != "direct" or decision.bypass or decision.fallback
 
 
-def _bookkeeping(
-    session: _Session, decision: Decision, pid: int, started: float, *, publish: bool
-) -> dict[str, Any] | None:
-    """Build the session record and write the decision's telemetry event; never raises.
-
-    With `publish` the running record is written now; otherwise `_record_end` writes it once, ended.
-    """
+def _bookkeeping(session: _Session, decision: Decision, pid: int, started: float) -> dict[str, Any] | None:
+    """Build the session record and write the decision's telemetry event; never raises."""
     try:
-        return _record_start(session, decision, pid, started, publish=publish)
+        return _record_start(session, decision, pid, started)
     except Exception as exc:  # noqa: BLE001 - once the client runs, bookkeeping never abandons it
         _note(f"warning: session bookkeeping failed ({type(exc).__name__})")
         return None
 
 
-def _record_start(
-    session: _Session, decision: Decision, pid: int, started: float, *, publish: bool
-) -> dict[str, Any] | None:
-    """The session record (published when `publish`) plus the decision's telemetry event."""
-    from ivoai.client.sessions._lightio import publish_record
+def _record_start(session: _Session, decision: Decision, pid: int, started: float) -> dict[str, Any]:
+    """The (unpublished) session record; writes the decision's telemetry event when one is due."""
     from ivoai.client.sessions.procinfo import start_marker
 
     result = "bypassed" if decision.bypass else "fallback" if decision.fallback else "started"
@@ -411,14 +404,21 @@ def _record_start(
         "last_compression": event,
         "ivoai_version": _version(),
     }
-    if not publish:
-        return record
+    return record
+
+
+def _publish(session: _Session, record: dict[str, Any] | None, what: str) -> bool:
+    """Write `record`; a failure is one warning line, never an exception."""
+    if record is None:
+        return False
+    from ivoai.client.sessions._lightio import publish_record
+
     try:
         publish_record(session.state_root, record)
     except (IvoaiError, OSError, ValueError) as exc:
-        _note(f"warning: session record not written ({getattr(exc, 'message', exc)})")
-        return None
-    return record
+        _note(f"warning: session record not {what} ({getattr(exc, 'message', exc)})")
+        return False
+    return True
 
 
 def _version() -> str:
@@ -431,8 +431,6 @@ def _record_end(
     session: _Session, record: dict[str, Any] | None, decision: Decision, outcome: Outcome
 ) -> None:
     """Mark the record ended (exit code, reason); prune old ended records only when there are many."""
-    from ivoai.client.sessions._lightio import publish_record
-
     if _telemetry_due(decision) or outcome.reason == "helper_died":
         from ivoai.client.compression.telemetry import Telemetry
 
@@ -448,12 +446,8 @@ def _record_end(
     if record is None:
         return
     record.update(state="ended", ended_at=time.time(), exit_code=outcome.exit_code, end_reason=outcome.reason)
-    try:
-        publish_record(session.state_root, record)
-    except (IvoaiError, OSError, ValueError) as exc:
-        _note(f"warning: session record not updated ({getattr(exc, 'message', exc)})")
-        return
-    _prune_if_crowded(session.state_root)
+    if _publish(session, record, "updated"):
+        _prune_if_crowded(session.state_root)
 
 
 def _prune_if_crowded(state_root: str) -> None:
