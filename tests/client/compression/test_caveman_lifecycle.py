@@ -178,11 +178,12 @@ def _spawn_standin(home: Path, port: int, *, config_mode: int = 0o600) -> subpro
     caveman.write_config(str(config), port)
     config.chmod(config_mode)
     env = {"PATH": "/usr/bin:/bin", "CAVEMAN_HOME": str(home), "CAVEMAN_CONFIG": str(config)}
-    return subprocess.Popen(
+    return subprocess.Popen(  # its own process group, as ivoai starts it
         [sys.executable, str(CAVEMAN_SCRIPT), "serve", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        process_group=0,
     )
 
 
@@ -212,3 +213,50 @@ def test_a_proxy_that_exits_at_start_is_reported_as_such(tmp_path: Path) -> None
         caveman.wait_ready(port, proc.pid, timeout=60)
     assert info.value.code == "caveman_exited"
     proc.wait()
+
+
+def test_a_proxy_orphaned_by_a_killed_ivoai_is_stopped_and_its_runtime_removed_on_the_next_launch(
+    xdg: XdgPaths, tmp_path: Path
+) -> None:
+    from ivoai.client.sessions.procinfo import start_marker
+    from ivoai.client.sessions.records import SessionRecord, SessionStore, new_session_id
+
+    digest = install_caveman(xdg)
+    install_client(xdg, "codex")
+    # What `kill -9 <ivoai>` leaves behind: a running proxy in its own group, its runtime, a record.
+    lost_id = new_session_id()
+    (xdg.state / "run").mkdir(parents=True, mode=0o700)
+    xdg.state.chmod(0o700)
+    runtime = xdg.state / "run" / lost_id
+    port = caveman.free_loopback_port()
+    proxy = _spawn_standin(runtime / "caveman" / "proxy-x", port)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_marker = start_marker(dead.pid)
+    dead.wait()
+    try:
+        wait_for(lambda: not _port_closed(f"http://127.0.0.1:{port}"), what="the orphan proxy")
+        SessionStore(xdg).write(
+            SessionRecord(
+                id=lost_id,
+                executor="codex",
+                pid=dead.pid,
+                pid_start=dead_marker or "1",
+                started_at=1.0,
+                requested_provider="caveman",
+                effective_provider="caveman",
+                provider_source="default",
+                helper_pid=proxy.pid,
+                helper_start=start_marker(proxy.pid),
+            )
+        )
+        result = run_ivoai("codex", env=_env(tmp_path, digest))
+        assert result.returncode == 0, result.stderr
+        assert f"stopped the orphaned compression proxy of lost session {lost_id}" in result.stderr
+        assert proxy.wait(timeout=60) != 0
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait()
+    assert not runtime.exists()
+    lost = SessionStore(xdg).load(lost_id)
+    assert lost.state == "ended" and lost.end_reason == "lost"

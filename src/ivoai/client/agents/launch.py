@@ -69,6 +69,7 @@ class _Session:
 
             os.close(open_private_dirs(self.state_root, "run", self.id))
             self.runtime = os.path.join(self.state_root, "run", self.id)
+            _sweep_stale(self.state_root, self.id)
         return self.runtime
 
     def close(self) -> None:
@@ -90,6 +91,18 @@ class _Session:
                 os.rmdir(self.codex_home_created_by_us)  # only succeeds while it is still empty
             except OSError:
                 pass
+
+
+def _sweep_stale(state_root: str, keep: str) -> None:
+    """Clean up after sessions whose ivoai process died (SIGKILL, crash): their proxy and runtime."""
+    try:
+        from ivoai.client.sessions.control import sweep_stale
+        from ivoai.client.sessions.records import SessionStore
+
+        for line in sweep_stale(SessionStore(), keep=keep):
+            _note(line)
+    except (IvoaiError, OSError) as exc:
+        _note(f"warning: stale session runtimes not cleaned ({getattr(exc, 'message', exc)})")
 
 
 def _has_knowledge_registry(env: Mapping[str, str]) -> bool:
@@ -380,6 +393,7 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
 
         Telemetry(session.state_root).record(session_id=session.id, **event)
     me = os.getpid()
+    helper = session.proxy.pid if session.proxy is not None else None
     record: dict[str, Any] = {
         "schema": 1,
         "id": session.id,
@@ -389,6 +403,8 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
         "pid_start": start_marker(me),
         "client_pid": pid,
         "client_start": start_marker(pid),
+        "helper_pid": helper,
+        "helper_start": start_marker(helper) if helper is not None else None,
         "started_at": started,
         "ended_at": None,
         "exit_code": None,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from dataclasses import dataclass
 
-from ivoai.client.sessions.errors import SessionNotRunningError
+from ivoai.client.sessions.errors import InvalidSessionIdError, SessionNotRunningError, SessionRecordError
 from ivoai.client.sessions.procinfo import is_same_process, is_zombie
-from ivoai.client.sessions.records import SessionStore
+from ivoai.client.sessions.records import SESSION_ID_PREFIX, SessionStore, check_session_id, now
 from ivoai.common.limits import TERM_GRACE_SECONDS
 
 # The launcher ends its client within TERM_GRACE_SECONDS (TERM -> KILL), then tears down the
@@ -56,3 +57,47 @@ def stop_session(
         time.sleep(delay)
         delay = min(delay * 2, 0.2)
     return StopResult(session_id, signalled=True, stopped=False)
+
+
+def sweep_stale(store: SessionStore, *, keep: str | None = None) -> list[str]:
+    """Clean up after `lost` sessions (their ivoai process died without tearing down); return notes.
+
+    For each lost record: stop its compression proxy if that process still has the recorded start
+    marker (TERM to its own process group), remove its runtime directory, and mark it ended with
+    reason `lost`. Runtime directories without any record are removed too. `keep` (the calling
+    session) is never touched.
+    """
+    notes: list[str] = []
+    run = store.root / "run"
+    records, _ = store.list()
+    known = {r.id for r in records}
+    for record in records:
+        if record.id == keep or record.status() != "lost":
+            continue
+        if record.helper_pid and is_same_process(record.helper_pid, record.helper_start):
+            try:
+                os.killpg(record.helper_pid, signal.SIGTERM)
+                notes.append(f"stopped the orphaned compression proxy of lost session {record.id}")
+            except (ProcessLookupError, PermissionError):
+                pass
+        shutil.rmtree(run / record.id, ignore_errors=True)
+        record.state = "ended"
+        record.end_reason = "lost"
+        record.ended_at = now()
+        try:
+            store.write(record)
+        except (SessionRecordError, OSError):
+            continue
+    try:
+        entries = os.listdir(run)
+    except FileNotFoundError:
+        entries = []
+    for name in entries:
+        if name == keep or name in known or not name.startswith(SESSION_ID_PREFIX):
+            continue
+        try:
+            check_session_id(name)
+        except InvalidSessionIdError:
+            continue  # not a name ivoai creates: left alone, never deleted by assumption
+        shutil.rmtree(run / name, ignore_errors=True)
+    return notes

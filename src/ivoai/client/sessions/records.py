@@ -63,6 +63,8 @@ class SessionRecord:
     state: str = "running"  # "running" | "ended"
     client_pid: int | None = None
     client_start: str | None = None
+    helper_pid: int | None = None  # the session's compression proxy (own process group), if any
+    helper_start: str | None = None
     bypass: bool = False
     bypass_reason: str | None = None
     fallback: bool = False
