@@ -136,3 +136,35 @@ def test_an_oversized_input_file_is_refused_before_anything_is_stored(cli: CliRu
     assert result.code == 1 and "exceeds" in result.err
     status = cli("server", "--data-dir", data, "memory", "status", "--json")
     assert json.loads(status.out)["pages"] == 0
+
+
+def test_hook_events_from_a_file_are_applied_once(cli: CliRunner, tmp_path: Path) -> None:
+    data = str(tmp_path / "srv")
+    events = tmp_path / "events.json"
+    events.write_text(
+        json.dumps(
+            {
+                "events": [
+                    {
+                        "idempotency_key": "e1",
+                        "event": "user_prompt",
+                        "session_id": "s1",
+                        "agent": "codex",
+                        "repo_root": "/home/dev/Shop",
+                        "at": "2025-06-01T10:00:00Z",
+                        "prompt": "add a cart",
+                    },
+                    {"idempotency_key": "e2", "event": "bogus", "session_id": "s1"},
+                ]
+            }
+        )
+    )
+    first = cli("server", "--data-dir", data, "memory", "hook", "--file", str(events), "--json")
+    assert first.code == 1  # one event was rejected
+    result = json.loads(first.out)
+    assert (result["applied"], result["rejected"]) == (1, 1)
+    assert result["results"][0]["path"] == "sessions/2025-06-01/s1.md"
+    again = cli("server", "--data-dir", data, "memory", "hook", "--file", str(events))
+    assert "e1: duplicate" in again.out
+    page = cli("server", "--data-dir", data, "memory", "read", "sessions/2025-06-01/s1.md", "-p", "shop")
+    assert "1. add a cart" in page.out

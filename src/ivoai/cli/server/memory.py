@@ -246,3 +246,37 @@ def export_command(
         print_json(result.model_dump(mode="json"))
         return
     sys.stdout.write(f"exported {result.pages} pages ({result.bytes} bytes) to {result.directory}\n")
+
+
+@app.command("hook")
+def hook_command(
+    ctx: typer.Context,
+    file: str | None = typer.Option(
+        None, "--file", "-f", help='JSON event or {"events": [...]}; `-`: stdin.'
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Apply hook events from a JSON file (what agent hooks post to the server), once per key."""
+    import json
+
+    from ivoai.common.errors import ValidationError
+
+    text = _read_input(file)
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        raise ValidationError(f"hook input is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ValidationError('hook input must be a JSON object (one event, or {"events": [...]})')
+    with _service(ctx) as service:
+        result = service.hook_batch(payload if "events" in payload else [payload])
+    if json_out:
+        print_json(result.model_dump(mode="json"))
+    else:
+        for r in result.results:
+            where = f" -> {r.project}/{r.path}" if r.path else ""
+            sys.stdout.write(
+                f"{r.idempotency_key or '-'}: {r.status}{where}{': ' + r.error if r.error else ''}\n"
+            )
+    if result.rejected:
+        raise typer.Exit(1)
