@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from ivoai.server.auth.enrollment import EnrollmentStore, NativePrincipal
 from ivoai.server.auth.oauth_provider import IvoaiOAuthProvider
 from ivoai.server.auth.oauth_store import Clock, OAuthStore
 from ivoai.server.auth.principal import Principal
+from ivoai.server.context.models import IngestReport
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.bearer import BearerGate
 from ivoai.server.gateway.guard import GatewayGuard
@@ -83,6 +84,7 @@ def create_app(
     hub: ServiceHub | None = None,
     clock: Clock = time.time,
     reingest: bool = False,
+    on_reingest: Callable[[IngestReport], None] | None = None,
     extra_hosts: tuple[str, ...] = (),
 ) -> GatewayApp:
     """Build the gateway for `data_dir` (see module doc)."""
@@ -131,7 +133,7 @@ def create_app(
         ):
             tg.start_soon(anyio.to_thread.run_sync, hub.warm)
             if reingest:
-                tg.start_soon(_reingest_loop, hub, settings.reingest_interval_seconds)
+                tg.start_soon(_reingest_loop, hub, settings.reingest_interval_seconds, on_reingest)
             try:
                 yield
             finally:
@@ -151,13 +153,18 @@ def create_app(
     )
 
 
-async def _reingest_loop(hub: ServiceHub, interval: int) -> None:
+async def _reingest_loop(
+    hub: ServiceHub, interval: int, on_reingest: Callable[[IngestReport], None] | None
+) -> None:
     """Re-ingest every connector every `interval` seconds; failures are logged and retried next time."""
     while True:
         await anyio.sleep(interval)
         try:
             context = await anyio.to_thread.run_sync(hub.context)
             report = await anyio.to_thread.run_sync(context.ingest)
-            log.info("periodic re-ingestion %s: %s", report.run_id, report.status)
         except IvoaiError as exc:
             log.warning("periodic re-ingestion skipped: %s: %s", exc.code, exc.message)
+            continue
+        log.info("periodic re-ingestion %s: %s", report.run_id, report.status)
+        if on_reingest is not None:
+            on_reingest(report)

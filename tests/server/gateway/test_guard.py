@@ -61,7 +61,9 @@ async def test_plaintext_listener_accepts_only_trusted_proxies_forwarding_https(
 def test_non_loopback_plaintext_without_proxy_or_tls_is_refused() -> None:
     with pytest.raises(ValidationError, match="refusing plaintext HTTP on non-loopback address 0.0.0.0"):
         GatewaySettings(listen_host="0.0.0.0").validate()
-    GatewaySettings(listen_host="0.0.0.0", tls_cert=Path("c"), tls_key=Path("k")).validate()
+    GatewaySettings(
+        listen_host="0.0.0.0", public_url="https://ai.example.com", tls_cert=Path("c"), tls_key=Path("k")
+    ).validate()
 
 
 def test_half_a_tls_pair_is_refused(tmp_path: Path) -> None:

@@ -146,6 +146,11 @@ class GatewaySettings:
                 "give --tls-cert/--tls-key, "
                 "or put a TLS-terminating proxy in front and name it with --trusted-proxy CIDR"
             )
+        if not loopback and not self.public_url:
+            raise ValidationError(
+                f"a non-loopback listener ({self.listen_host}) needs --public-url https://HOST: it is the "
+                "canonical origin clients, OAuth tokens and Host checks are bound to"
+            )
         if self.reingest_interval_seconds < REINGEST_INTERVAL_MIN_SECONDS:
             raise ValidationError(
                 f"reingest_interval_seconds must be at least {REINGEST_INTERVAL_MIN_SECONDS}, "
