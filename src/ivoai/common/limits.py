@@ -119,6 +119,7 @@ MEMORY_SESSION_HISTORY_MAX_VERSIONS = 20  # superseded versions kept for generat
 MEMORY_SEMANTIC_SCAN_MAX_PAGES = 20_000  # most recent pages per query scanned for semantic ranking
 MEMORY_EMBED_MAX_CHARS = 2000  # of title + body embedded (the model reads 512 tokens)
 MEMORY_SQLITE_BUSY_TIMEOUT_SECONDS = 10.0  # a writer waits this long for another writer's transaction
+MEMORY_VECTOR_CACHE_MAX_VECTORS = 100_000  # page vectors kept in memory per service (~150 MiB at 384-d)
 
 # --- Agent launcher, compression, sessions (issue 8) ---
 LAUNCH_KNOWLEDGE_SOURCES_MAX = 32  # `--knowledge-source` selectors per launch

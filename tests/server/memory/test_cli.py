@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ivoai.server.memory import _schema
 from tests.conftest import CliRunner, run_ivoai
 
 
@@ -65,7 +66,7 @@ def test_status_works_on_a_fresh_data_directory(cli: CliRunner, tmp_path: Path) 
     result = cli("server", "--data-dir", str(tmp_path / "new"), "memory", "status", "--json")
     assert result.code == 0, result.err
     status = json.loads(result.out)
-    assert (status["pages"], status["schema_version"]) == (0, 4)
+    assert (status["pages"], status["schema_name"]) == (0, _schema.LATEST.name)
     assert status["database"].endswith("memory/memory.sqlite3")
 
 

@@ -31,7 +31,9 @@ def test_the_tool_methods_keep_the_gateway_contract() -> None:
         assert list(signature.parameters)[1:] == params, name
     query = inspect.signature(MemoryService.memory_query).parameters
     assert (query["workspace"].default, query["project"].default, query["limit"].default) == (
-        "default", "default", 10
+        "default",
+        "default",
+        10,
     )
     assert query["include_global"].default is True
 

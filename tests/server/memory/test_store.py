@@ -12,6 +12,7 @@ import pytest
 from ivoai.common.errors import ConflictError, NotFoundError, TooLargeError, ValidationError
 from ivoai.common.limits import MEMORY_BODY_MAX_BYTES
 from ivoai.server.datadir import ServerDataDir
+from ivoai.server.memory import _schema
 from ivoai.server.memory.errors import (
     MemoryClosedError,
     MemoryConfirmError,
@@ -201,11 +202,11 @@ def test_recent_lists_one_scope_newest_first_without_bodies(service: MemoryServi
 
 def test_status_reports_counts_schema_and_last_write(service: MemoryService) -> None:
     empty = service.memory_status()
-    assert (empty.pages, empty.last_write_at, empty.schema_version) == (0, None, 4)
+    assert (empty.pages, empty.last_write_at, empty.schema_version) == (0, None, _schema.LATEST.version)
     service.memory_write_page("w", "p", "a.md", "x")
     service.memory_write_page("w", "_global", "b.md", "y")
     status = service.memory_status()
-    assert (status.pages, status.scopes, status.schema_name) == (2, 2, "hook_intake")
+    assert (status.pages, status.scopes, status.schema_name) == (2, 2, _schema.LATEST.name)
     assert status.database_bytes > 0 and status.last_write_at is not None
 
 

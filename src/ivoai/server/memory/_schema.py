@@ -168,11 +168,43 @@ def _hooks(conn: sqlite3.Connection) -> None:
     )
 
 
+def _bump(scope: str) -> str:
+    return (
+        f"INSERT INTO scope_generations (workspace, project, gen) {scope} "
+        "ON CONFLICT (workspace, project) DO UPDATE SET gen = gen + 1;"
+    )
+
+
+def _scope_generations(conn: sqlite3.Connection) -> None:
+    # A per-scope counter bumped by triggers whenever what semantic ranking reads changes (a
+    # vector, or a page's liveness, version, recency or expiry), in any process: a cache of a
+    # scope's vectors is valid exactly while its counters are unchanged.
+    by_vector_new = "SELECT workspace, project, 1 FROM pages WHERE id = new.page_id"
+    by_vector_old = "SELECT workspace, project, 1 FROM pages WHERE id = old.page_id"
+    by_page = "SELECT new.workspace, new.project, 1 WHERE true"
+    _script(
+        conn,
+        f"""
+        CREATE TABLE scope_generations (
+            workspace TEXT NOT NULL, project TEXT NOT NULL, gen INTEGER NOT NULL,
+            PRIMARY KEY (workspace, project)
+        ) STRICT;
+        CREATE TRIGGER scope_gen_vector_insert AFTER INSERT ON page_vectors BEGIN {_bump(by_vector_new)} END;
+        CREATE TRIGGER scope_gen_vector_update AFTER UPDATE ON page_vectors BEGIN {_bump(by_vector_new)} END;
+        CREATE TRIGGER scope_gen_vector_delete AFTER DELETE ON page_vectors BEGIN {_bump(by_vector_old)} END;
+        CREATE TRIGGER scope_gen_page_insert AFTER INSERT ON pages BEGIN {_bump(by_page)} END;
+        CREATE TRIGGER scope_gen_page_update AFTER UPDATE OF deleted, version, updated_at, expires_at ON pages
+        BEGIN {_bump(by_page)} END;
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pages_versions_fts", _pages),
     Migration(2, "page_feedback", _feedback),
     Migration(3, "page_vectors", _vectors),
     Migration(4, "hook_intake", _hooks),
+    Migration(5, "scope_generations", _scope_generations),
 )
 LATEST = MIGRATIONS[-1]
 

@@ -27,7 +27,6 @@ from ivoai.common.limits import (
     MEMORY_QUERY_MAX_CHARS,
     MEMORY_QUERY_MAX_RESULTS,
     MEMORY_RECENT_MAX_RESULTS,
-    MEMORY_SEMANTIC_SCAN_MAX_PAGES,
     MEMORY_SESSION_HISTORY_MAX_VERSIONS,
     MEMORY_SESSION_MAX_EVENTS,
     MEMORY_SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -45,6 +44,7 @@ from ivoai.server.memory._names import (
     validate_project,
     validate_workspace,
 )
+from ivoai.server.memory._vectors import VectorCache
 from ivoai.server.memory.errors import (
     MemoryConfirmError,
     MemoryConflictError,
@@ -131,6 +131,7 @@ class MemoryService:
     def __init__(self, connections: Connections, embedder: Embedder | None) -> None:
         self._db = connections
         self._embedder = embedder
+        self._vectors = VectorCache()
 
     @classmethod
     def open(cls, data_dir: ServerDataDir, *, embedder: Embedder | None = None) -> MemoryService:
@@ -152,6 +153,7 @@ class MemoryService:
     def close(self) -> None:
         """Close every connection; later calls raise MemoryClosedError."""
         self._db.close()
+        self._vectors.clear()
 
     def __enter__(self) -> MemoryService:
         return self
@@ -210,8 +212,8 @@ class MemoryService:
                 lexical = [int(r[0]) for r in rows]
             semantic: list[tuple[int, float]] = []
             if query_vector is not None and self._embedder is not None:
-                semantic = _semantic_candidates(
-                    conn, scope_sql, scope_args, self._embedder.name, query_vector, candidates
+                semantic = self._vectors.candidates(
+                    conn, ws, projects, self._embedder.name, query_vector, candidates, now
                 )
             ids = list(dict.fromkeys([*lexical, *(pid for pid, _ in semantic)]))
             heads = _heads_by_id(conn, ids)
@@ -778,32 +780,6 @@ def _write_tx(
         )
     _touch(conn, now)
     return version, created
-
-
-def _semantic_candidates(
-    conn: sqlite3.Connection,
-    scope_sql: str,
-    scope_args: Sequence[Any],
-    model: str,
-    query: Sequence[float],
-    k: int,
-) -> list[tuple[int, float]]:
-    import numpy as np
-
-    # Choose the pages first (small rows, sorted), then read their vectors unsorted: sorting the
-    # 1.5 KiB blobs themselves made this query four times slower.
-    rows = conn.execute(
-        f"SELECT v.page_id, v.vec FROM (SELECT p.id, p.version FROM pages p WHERE {scope_sql} "
-        "ORDER BY p.updated_at DESC LIMIT ?) AS s CROSS JOIN page_vectors v ON v.page_id = s.id "
-        "WHERE v.version = s.version AND v.model = ? AND v.dims = ?",
-        [*scope_args, MEMORY_SEMANTIC_SCAN_MAX_PAGES, model, len(query)],
-    ).fetchall()
-    if not rows:
-        return []
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), len(query))
-    sims = matrix @ np.asarray(query, dtype=np.float32)
-    order = np.argsort(-sims, kind="stable")[:k]
-    return [(int(rows[i][0]), float(sims[i])) for i in order]
 
 
 def _parse_event(event: HookEvent | Mapping[str, Any] | Any) -> HookEvent:
