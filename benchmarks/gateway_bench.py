@@ -108,9 +108,9 @@ def serve_gateway(data_root: Path, port_file: Path) -> None:
     embedder = HashEmbedder()
     hub = ServiceHub(
         data,
-        embedder=embedder,  # type: ignore[arg-type]
-        context_opener=lambda: ContextService.open(data, embedder=embedder),  # type: ignore[arg-type]
-        memory_opener=lambda: MemoryService.open(data, embedder=embedder),  # type: ignore[arg-type]
+        embedder=embedder,
+        context_opener=lambda: ContextService.open(data, embedder=embedder),
+        memory_opener=lambda: MemoryService.open(data, embedder=embedder),
     )
     sock = _bind()
     app = create_app(data, GatewaySettings(listen_port=sock.getsockname()[1]), hub=hub)
@@ -146,10 +146,10 @@ def seed(data_root: Path) -> str:
             f"# {t} note {i}\n\n" + f"The {t} subsystem handles request {i}. " * 30 + "\n"
         )
     embedder = HashEmbedder()
-    with ContextService.open(data, embedder=embedder) as ctx:  # type: ignore[arg-type]
+    with ContextService.open(data, embedder=embedder) as ctx:
         ctx.add_connector("corpus", "filesystem", str(corpus))
         ctx.ingest()
-    with MemoryService.open(data, embedder=embedder) as mem:  # type: ignore[arg-type]
+    with MemoryService.open(data, embedder=embedder) as mem:
         for i in range(200):
             t = topics[i % len(topics)]
             mem.memory_write_page(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import anyio
@@ -9,7 +10,7 @@ import httpx2
 import pytest
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ivoai.server.gateway.runner import running
+from ivoai.server.gateway.runner import running, start_background
 from ivoai.server.gateway.settings import GatewaySettings
 from tests.server.gateway.support import data_dir, enroll, make_hub, mcp_session
 
@@ -50,3 +51,18 @@ async def test_discovery_and_ready_over_a_socket(tmp_path: Path) -> None:
     assert doc["public_base_url"] == srv.url
     assert ready["status"] == "ready"
     assert evil.status_code == 421
+
+
+def test_a_request_head_that_never_completes_is_cut_off(tmp_path: Path) -> None:
+    data = data_dir(tmp_path)
+    srv = start_background(data, GatewaySettings(listen_port=0), hub=make_hub(data), header_timeout=0.5)
+    try:
+        port = int(srv.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            slow.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finishes the head
+            assert slow.recv(1024) == b""  # closed by the server (bounded by the 10 s socket timeout)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as fine:
+            fine.sendall(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            assert fine.recv(1024).startswith(b"HTTP/1.1 200")
+    finally:
+        srv.stop()

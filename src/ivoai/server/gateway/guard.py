@@ -8,7 +8,8 @@
   allowed one; otherwise 403. The OAuth token/registration/revocation endpoints and the metadata
   documents are CORS endpoints by design and skip the Origin check (they carry no ambient cookies).
 - **Bounds.** Bodies over 4 MiB get 413 (streamed bodies are counted); a body that stalls longer
-  than `HTTP_READ_TIMEOUT_SECONDS` between chunks ends the request.
+  than `HTTP_READ_TIMEOUT_SECONDS` between chunks ends the request, and a response chunk a client
+  does not read within `HTTP_WRITE_TIMEOUT_SECONDS` ends it too.
 - **Headers.** Every response gets `Cache-Control: no-store` (replacing any handler value),
   `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
 """
@@ -22,7 +23,7 @@ import anyio
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ivoai.common.limits import HTTP_BODY_MAX_BYTES, HTTP_READ_TIMEOUT_SECONDS
+from ivoai.common.limits import HTTP_BODY_MAX_BYTES, HTTP_READ_TIMEOUT_SECONDS, HTTP_WRITE_TIMEOUT_SECONDS
 from ivoai.server.gateway.bearer import send_json
 from ivoai.server.gateway.settings import GatewaySettings, IpNetwork, is_loopback_host
 
@@ -142,6 +143,8 @@ def _with_headers(send: Send) -> Send:
             raw.append((b"cache-control", b"no-store"))
             raw.extend(h for h in SECURITY_HEADERS if h[0] not in names)
             message = {**message, "headers": raw}
-        await send(message)
+        # A client that stops reading blocks `send` (transport back-pressure): bound each write.
+        with anyio.fail_after(HTTP_WRITE_TIMEOUT_SECONDS):
+            await send(message)
 
     return wrapped

@@ -1,9 +1,10 @@
 """Serving the gateway with uvicorn: foreground (`ivoai server start`) or in a background thread.
 
 Server-level bounds (uvicorn): keep-alive idle timeout, maximum header size, a concurrency limit
-(503 beyond it) and a graceful-shutdown deadline; the guard adds the 4 MiB body bound and the
-per-chunk read timeout. uvicorn has no separate header-read deadline: a connection that stalls
-while sending headers is closed by the idle timeout.
+(503 beyond it) and a graceful-shutdown deadline; `HeaderTimeoutH11` adds the header deadline
+uvicorn lacks (a request head must be complete within `HTTP_HEADER_TIMEOUT_SECONDS` of the
+connection or of the previous response, however slowly it trickles in); the guard adds the 4 MiB
+body bound and the read and write timeouts.
 
 The socket is bound before the application is built, so a `:0` listener knows its port and the
 canonical public URL (and therefore the OAuth issuer and `/mcp` resource) is right from the start.
@@ -11,6 +12,7 @@ canonical public URL (and therefore the OAuth issuer and `/mcp` resource) is rig
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -20,10 +22,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import (
     HTTP_HEADER_MAX_BYTES,
+    HTTP_HEADER_TIMEOUT_SECONDS,
     HTTP_IDLE_TIMEOUT_SECONDS,
     HTTP_MAX_CONCURRENCY,
 )
@@ -62,11 +66,54 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
+class HeaderTimeoutH11(H11Protocol):
+    """uvicorn's h11 protocol plus a deadline for each request head (slow-header defence)."""
+
+    header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_expired)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self.cycle is not None and self.cycle is not before:
+            self._disarm()  # a complete request head arrived
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def uvicorn_config(app: GatewayApp, *, header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS) -> uvicorn.Config:
     """uvicorn settings for the gateway (see module doc)."""
     s = app.settings
+    protocol = type("GatewayH11", (HeaderTimeoutH11,), {"header_timeout": header_timeout})
     return uvicorn.Config(
         app.asgi,
+        http=protocol,
         ssl_certfile=str(s.tls_cert) if s.tls_cert else None,
         ssl_keyfile=str(s.tls_key) if s.tls_key else None,
         timeout_keep_alive=int(HTTP_IDLE_TIMEOUT_SECONDS),
@@ -140,6 +187,7 @@ def start_background(
     *,
     hub: ServiceHub | None = None,
     build: Callable[[ServerDataDir, GatewaySettings], GatewayApp] | None = None,
+    header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS,
 ) -> RunningServer:
     """Serve in a daemon thread on `settings` (port 0 picks a free port); return once it accepts requests.
 
@@ -150,7 +198,7 @@ def start_background(
     sock = bind(settings.listen_host, settings.listen_port)
     settings = settings.with_port(sock.getsockname()[1])
     app = build(data, settings) if build is not None else create_app(data, settings, hub=hub)
-    config = uvicorn_config(app)
+    config = uvicorn_config(app, header_timeout=header_timeout)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="ivoai-gateway", daemon=True
