@@ -14,13 +14,16 @@ Run: .venv/bin/python benchmarks/router_bench.py [--calls N] [--seconds S]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,6 @@ sys.path.insert(0, str(ROOT))
 from tests.client.knowledge.fleet import build_fleet  # noqa: E402
 
 from ivoai.client.knowledge.profiles import Kind  # noqa: E402
-from ivoai.client.knowledge.router import RouterConfig, start_session_router  # noqa: E402
 from ivoai.client.knowledge.upstream import open_session  # noqa: E402
 
 SERVERS = {f"s{i}": {"purpose": f"s{i}"} for i in (1, 2, 3)}
@@ -84,6 +86,41 @@ async def throughput(url: str, token: str, tool: str, args: dict[str, Any], seco
     return done / (time.perf_counter() - t0)
 
 
+@dataclass
+class _Handle:
+    url: str
+    token: str
+
+
+_ROUTER_MAIN = (
+    "import json, sys; from ivoai.client.knowledge.router import start_session_router\n"
+    "h = start_session_router()\n"
+    "assert len(h.sources) == 3\n"
+    "print(json.dumps({'url': h.url, 'token': h.token}), flush=True)\n"
+    "sys.stdin.read()\n"
+    "h.close()\n"
+)
+
+
+@contextlib.contextmanager
+def _router_process(env: dict[str, str]) -> Iterator[_Handle]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ROUTER_MAIN],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        info = json.loads(proc.stdout.readline())
+        yield _Handle(info["url"], info["token"])
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(30)
+
+
 def run(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     return anyio.run(fn, *args)
 
@@ -104,8 +141,9 @@ def main() -> None:
 
             profiles = ConnectionRegistry(paths).load().servers
             store = SecretsStore(paths)
-            with start_session_router(paths=paths, config=RouterConfig()) as handle:
-                assert len(handle.sources) == 3
+            # The router runs in its own process, as in a real session (the launcher hosts it, the agent
+            # is another process); the benchmark's MCP clients stay in this one.
+            with _router_process(fleet.client_env) as handle:
                 for tool, args in TOOLS.items():
                     n = opts.search_calls if tool == "context_search" else opts.calls
                     direct: dict[str, float] = {}
