@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from pydantic import ValidationError as PydanticValidationError
 from starlette.requests import Request
@@ -19,7 +20,7 @@ from starlette.routing import Route
 
 from ivoai import __version__
 from ivoai.common.errors import IvoaiError, TooLargeError
-from ivoai.common.limits import ENROLL_BODY_MAX_BYTES, HTTP_BODY_MAX_BYTES
+from ivoai.common.limits import ENROLL_BODY_MAX_BYTES, HTTP_BODY_MAX_BYTES, HTTP_HANDLER_TIMEOUT_SECONDS
 from ivoai.common.protocol import (
     DISCOVERY_PATH,
     PROTOCOL_VERSION,
@@ -79,6 +80,15 @@ async def read_json(request: Request, limit: int) -> Any:
         raise ValidationError("request body is not valid JSON") from None
 
 
+async def _bounded(handler: Handler, request: Request) -> Response:
+    """Run a non-streaming handler under the handler deadline (504 after it)."""
+    try:
+        with anyio.fail_after(HTTP_HANDLER_TIMEOUT_SECONDS):
+            return await handler(request)
+    except TimeoutError:
+        return error(504, "timeout", f"the request took longer than {HTTP_HANDLER_TIMEOUT_SECONDS:g} s")
+
+
 def discovery_document(settings: GatewaySettings) -> DiscoveryDocument:
     """The protocol-1 discovery document (exactly the seed's fields)."""
     return DiscoveryDocument(
@@ -107,6 +117,9 @@ def build_http_routes(
         return JSONResponse(report, status_code=503 if report["status"] == "not_ready" else 200)
 
     async def enroll(request: Request) -> Response:
+        return await _bounded(_enroll, request)
+
+    async def _enroll(request: Request) -> Response:
         try:
             payload = EnrollRequest.model_validate(await read_json(request, ENROLL_BODY_MAX_BYTES))
         except PydanticValidationError:
@@ -144,9 +157,14 @@ def build_http_routes(
                     },
                 )
             try:
-                return await handler(request, principal)
+                with anyio.fail_after(HTTP_HANDLER_TIMEOUT_SECONDS):
+                    return await handler(request, principal)
             except IvoaiError as exc:
                 return _from_exc(exc)
+            except TimeoutError:
+                return error(
+                    504, "timeout", f"the request took longer than {HTTP_HANDLER_TIMEOUT_SECONDS:g} s"
+                )
 
         return endpoint
 
