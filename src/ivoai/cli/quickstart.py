@@ -74,7 +74,9 @@ def quickstart_command(
             _render(result)
         if serve:
             from ivoai.server.datadir import ServerDataDir
+            from ivoai.server.gateway.runner import install_log_redaction
 
+            install_log_redaction()
             data = ServerDataDir(Path(result.data_dir))
             write_run_state(data, listen=server.url.split("://", 1)[1], base_url=server.url)
             info(f"serving on {server.url} (Web MCP {server.url}/mcp); press Ctrl-C to stop")

@@ -66,3 +66,21 @@ def test_a_request_head_that_never_completes_is_cut_off(tmp_path: Path) -> None:
             assert fine.recv(1024).startswith(b"HTTP/1.1 200")
     finally:
         srv.stop()
+
+
+def test_server_log_records_are_redacted() -> None:
+    import logging
+
+    from ivoai.server.gateway.runner import RedactingFilter
+
+    record = logging.LogRecord(
+        "ivoai",
+        logging.WARNING,
+        __file__,
+        1,
+        "header was %s",
+        ("Authorization: Bearer abcdefgh12345678",),
+        None,
+    )
+    assert RedactingFilter().filter(record)
+    assert "abcdefgh12345678" not in record.getMessage()

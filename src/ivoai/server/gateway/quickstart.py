@@ -126,12 +126,12 @@ def ensure_connector(svc: ContextService, root: Path, type_: str) -> str:
 
 def _start(data: ServerDataDir, hub: ServiceHub, port: int, announce: Announce) -> RunningServer:
     try:
-        return start_background(data, GatewaySettings(listen_port=port), hub=hub)
+        return start_background(data, GatewaySettings(listen_port=port), hub=hub, reingest=True)
     except BindError:
         if port == 0:
             raise
         announce(f"port {port} is taken; using a free loopback port instead")
-        return start_background(data, GatewaySettings(listen_port=0), hub=hub)
+        return start_background(data, GatewaySettings(listen_port=0), hub=hub, reingest=True)
 
 
 async def _search(url: str, credential: str, query: str) -> dict[str, Any]:

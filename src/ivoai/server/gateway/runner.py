@@ -31,6 +31,7 @@ from ivoai.common.limits import (
     HTTP_IDLE_TIMEOUT_SECONDS,
     HTTP_MAX_CONCURRENCY,
 )
+from ivoai.common.redact import redact
 from ivoai.server.app import GatewayApp, create_app
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.runstate import clear_run_state, write_run_state
@@ -129,12 +130,29 @@ def uvicorn_config(app: GatewayApp, *, header_timeout: float = HTTP_HEADER_TIMEO
     )
 
 
+class RedactingFilter(logging.Filter):
+    """Pass every log record through ivoai's redactor (credentials, codes, bearer headers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
+
+
+def install_log_redaction() -> None:
+    """Redact every record any root handler emits (server logs go to journald/stderr)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
 def serve_forever(data: ServerDataDir, settings: GatewaySettings, *, announce: Callable[[str], None]) -> None:
     """Bind, build, serve until SIGINT/SIGTERM; record the run in `run/gateway.json` meanwhile."""
     sock = bind(settings.listen_host, settings.listen_port)
     port = sock.getsockname()[1]
     settings = settings.with_port(port)
     app = create_app(data, settings, reingest=True)
+    install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))
     write_run_state(data, listen=f"{settings.listen_host}:{port}", base_url=settings.base_url)
     announce(f"ivoai server listening on {settings.listen_host}:{port}; public URL {settings.base_url}")
@@ -188,6 +206,7 @@ def start_background(
     hub: ServiceHub | None = None,
     build: Callable[[ServerDataDir, GatewaySettings], GatewayApp] | None = None,
     header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS,
+    reingest: bool = False,
 ) -> RunningServer:
     """Serve in a daemon thread on `settings` (port 0 picks a free port); return once it accepts requests.
 
@@ -197,7 +216,9 @@ def start_background(
     """
     sock = bind(settings.listen_host, settings.listen_port)
     settings = settings.with_port(sock.getsockname()[1])
-    app = build(data, settings) if build is not None else create_app(data, settings, hub=hub)
+    app = (
+        build(data, settings) if build is not None else create_app(data, settings, hub=hub, reingest=reingest)
+    )
     config = uvicorn_config(app, header_timeout=header_timeout)
     server = uvicorn.Server(config)
     thread = threading.Thread(
