@@ -113,6 +113,21 @@ def test_conformance_scenario_passes_against_web_mcp(
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
+NATIVE_SCENARIOS = ["server-initialize", "ping", "tools-list", "tools-call-error"]
+
+
+@pytest.mark.parametrize("scenario", NATIVE_SCENARIOS)
+def test_conformance_scenario_passes_against_the_native_context_route(
+    gateway: tuple[RunningServer, str], scenario: str, tmp_path: Path
+) -> None:
+    """The native routes are stateless JSON Streamable HTTP; the stream scenarios do not apply there."""
+    srv, _ = gateway
+    code = srv.app.enrollment.create_code(scopes=["context:read"]).code
+    credential = srv.app.enrollment.exchange(code).credential
+    result = run_suite(f"{srv.url}/v1/mcp/context", scenario, credential, tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
 def test_without_a_token_the_suite_is_refused(gateway: tuple[RunningServer, str], tmp_path: Path) -> None:
     srv, _ = gateway
     result = run_suite(f"{srv.url}/mcp", "server-initialize", None, tmp_path)
