@@ -137,3 +137,12 @@ def test_start_serves_until_sigterm_and_status_sees_it_ready(tmp_path: Path, cli
     assert "ivoai server stopped" in rest
     after = json.loads(cli("server", "--data-dir", str(root), "status", "--json").out)
     assert after["running"] is False
+
+
+def test_status_of_a_missing_data_dir_reports_uninitialized_without_creating_it(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    root = tmp_path / "nothing-here"
+    status = json.loads(cli("server", "--data-dir", str(root), "status", "--json").out)
+    assert status["initialized"] is False and status["running"] is False
+    assert not root.exists()

@@ -73,7 +73,7 @@ def status_command(
     from ivoai.server.datadir import ServerDataDir
     from ivoai.server.gateway.status import server_status
 
-    data = ServerDataDir(data_dir_from(ctx)).ensure()
+    data = ServerDataDir(data_dir_from(ctx))  # status never creates anything
     status = server_status(data)
     if json_out:
         print_json(status)
