@@ -260,3 +260,18 @@ def test_a_proxy_orphaned_by_a_killed_ivoai_is_stopped_and_its_runtime_removed_o
     assert not runtime.exists()
     lost = SessionStore(xdg).load(lost_id)
     assert lost.state == "ended" and lost.end_reason == "lost"
+
+
+def test_an_unusable_runtime_directory_falls_back_to_direct_before_the_client_starts(
+    xdg: XdgPaths, tmp_path: Path
+) -> None:
+    digest = install_caveman(xdg)
+    install_client(xdg, "codex")
+    xdg.state.mkdir(parents=True, mode=0o700, exist_ok=True)
+    xdg.state.chmod(0o700)
+    (xdg.state / "run").write_text("not a directory")
+    result = run_ivoai("codex", env=_env(tmp_path, digest))
+    assert result.returncode == 0, result.stderr
+    assert "caveman unavailable (caveman_runtime_failed)" in result.stderr
+    assert len(reports(tmp_path / "report.ndjson")) == 1
+    assert _record(xdg)["effective_provider"] == "direct"

@@ -204,9 +204,13 @@ def _start_caveman(
     binary = caveman.preflight(session.env)
     if binary.test_pin:
         _note(f"warning: {caveman.TEST_PIN_ENV} replaces the pinned caveman-proxy digest (test hook)")
-    home, config = caveman.make_runtime(session.runtime_dir())
-    port = caveman.free_loopback_port()
-    caveman.write_config(config, port)
+    try:
+        home, config = caveman.make_runtime(session.runtime_dir())
+        port = caveman.free_loopback_port()
+        caveman.write_config(config, port)
+    except (IvoaiError, OSError) as exc:
+        _note(f"warning: caveman runtime not created ({getattr(exc, 'message', exc)})")
+        raise PreflightError("caveman runtime could not be created", code="caveman_runtime_failed") from None
     log = os.path.join(home, "proxy.log")
     try:
         pid = sup.spawn(
