@@ -98,3 +98,36 @@ def test_stop_monitor_list_and_show_for_a_live_launched_session(xdg: XdgPaths, t
     final = json.loads(path.read_text())
     assert final["state"] == "ended" and final["exit_code"] == 143
     assert json.loads(run_ivoai("monitor", "--json").stdout)["sessions"] == []
+
+
+def test_human_list_show_and_monitor_render_a_record_without_client_details(
+    xdg: XdgPaths, cli: CliRunner
+) -> None:
+    store = SessionStore(xdg)
+    record = SessionRecord(
+        id=new_session_id(),
+        executor="claude",
+        pid=os.getpid(),
+        pid_start=start_marker(os.getpid()),
+        started_at=1_700_000_000.0,
+        requested_provider="caveman",
+        effective_provider="direct",
+        provider_source="default",
+        bypass=True,
+        bypass_reason="authoritative_knowledge",
+        knowledge_sources=["srv_x"],
+        last_compression={"result": "bypassed", "fidelity": "exact_required"},
+    )
+    store.write(record)
+    listed = cli("session", "list")
+    assert listed.code == 0, listed.err
+    header, row = listed.out.splitlines()
+    assert header.split("\t")[:3] == ["id", "executor", "status"]
+    assert row.split("\t")[:3] == [record.id, "claude", "live"]
+    assert "authoritative_knowledge" in row and "2023-11-14 22:13:20Z" in row
+    shown = cli("session", "show", record.id)
+    assert shown.code == 0 and "last_compression.fidelity: exact_required" in shown.out
+    monitored = cli("monitor")
+    assert monitored.code == 0
+    assert "bypassed/exact_required" in monitored.out
+    assert cli("session", "show", "ses_nope").code == 1
