@@ -1,4 +1,4 @@
-"""Import-light private file writes for the launch path (`os` and `fcntl` only).
+"""Import-light private file writes for the launch path (`os`, plus `fcntl` for appends).
 
 `ivoai.common.fsio` is the general implementation, but it imports pathlib and secrets, which cost
 more than the whole launch budget (docs/launcher.md, "Start-up cost"). The launcher needs just
@@ -13,7 +13,6 @@ older than the process it described, which its PID start marker already reports 
 
 from __future__ import annotations
 
-import fcntl
 import os
 
 from ivoai.common.errors import UnsafePathError
@@ -94,6 +93,8 @@ def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
 
 def append_rotating(dir_fd: int, name: str, line: bytes, *, max_bytes: int, keep: int) -> None:
     """Append one line to `name` (0600) under an flock, rotating to `name.1…keep` beyond `max_bytes`."""
+    import fcntl  # only telemetry appends; a plain session record write does not need it
+
     lock = os.open(
         f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
     )
