@@ -439,14 +439,57 @@ async def test_expired_refresh_token_is_refused(tmp_path: Path) -> None:
 
 
 # -- scope escalation ----
-async def test_requesting_more_than_the_activation_code_grants_is_refused(tmp_path: Path) -> None:
+async def test_requesting_more_than_the_activation_code_grants_is_narrowed_never_escalated(
+    tmp_path: Path,
+) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http, scope="context:read memory:read memory:write memory:delete")
+        verifier, challenge = pkce()
+        code = await code_for(
+            app,
+            http,
+            client,
+            challenge,
+            scopes="context:read memory:delete",
+            activation_scopes=["context:read"],
+        )
+        tokens = (
+            await token_request(
+                http,
+                client,
+                grant_type="authorization_code",
+                code=code,
+                code_verifier=verifier,
+                redirect_uri=REDIRECT,
+            )
+        ).json()
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_delete_page", "arguments": {"path": "a.md", "confirm": "a.md"}},
+        }
+        denied = await http.post(
+            "/mcp",
+            json=call,
+            headers={
+                "Authorization": f"Bearer {tokens['access_token']}",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+    assert tokens["scope"] == "context:read"
+    assert denied.status_code == 403
+
+
+async def test_a_request_with_nothing_activated_is_refused_with_invalid_scope(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
         client = await registered(http, scope="context:read memory:read memory:write memory:delete")
         _, challenge = pkce()
         activation = app.oauth.create_activation(scopes=["context:read"])
         start = await http.get(
-            "/authorize", params=authorize_params(app, client, challenge, scope="context:read memory:delete")
+            "/authorize", params=authorize_params(app, client, challenge, scope="memory:delete")
         )
         decision = await approve(http, start.headers["location"], activation.code)
     assert query_of(decision.headers["location"])["error"] == "invalid_scope"

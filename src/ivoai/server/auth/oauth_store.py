@@ -264,12 +264,15 @@ class OAuthStore:
     ) -> tuple[str, list[str]]:
         """Consume the activation code, create a grant and its authorization code; return (code, scopes).
 
-        Requested scopes must lie within the activation code's scopes (no escalation); with no
-        explicit request the grant gets the client's registered scopes narrowed to the activation's.
+        The grant never exceeds the activation code's scopes: requested scopes (or, without an
+        explicit request, the client's registered ones) are narrowed to them (RFC 6749 §3.3 lets the
+        server issue fewer scopes than requested; the token response names what was granted).
+        Clients such as the MCP SDK's request every `scopes_supported`, so refusing instead of
+        narrowing would break the default flow.
 
         Raises:
             ActivationRejected: the activation code is unusable (nothing is consumed).
-            ValidationError: code `invalid_scope`: the request asks for more than was activated.
+            ValidationError: code `invalid_scope`: nothing requested was activated.
         """
         digest = sha256_hex(activation_code)
         code = CODE_PREFIX + random_token(32)
@@ -287,18 +290,16 @@ class OAuthStore:
             if client is None:
                 raise ActivationRejected(ACTIVATION_REJECTED)
             if requested_scopes is not None:
-                escalation = sorted(set(requested_scopes) - allowed)
-                if escalation:
-                    raise ValidationError(
-                        f"requested scope(s) {' '.join(escalation)} exceed the activation code's scopes",
-                        code="invalid_scope",
-                    )
-                scopes = sorted(set(requested_scopes))
+                wanted = set(requested_scopes)
             else:
-                registered = str(client.metadata.get("scope") or " ".join(WEB_DEFAULT_SCOPES)).split()
-                scopes = sorted(set(registered) & allowed)
+                wanted = set(str(client.metadata.get("scope") or " ".join(WEB_DEFAULT_SCOPES)).split())
+            scopes = sorted(wanted & allowed)
             if not scopes:
-                raise ValidationError("no scope left to grant", code="invalid_scope")
+                raise ValidationError(
+                    f"none of the requested scopes ({' '.join(sorted(wanted))}) is allowed by the activation "
+                    f"code ({' '.join(sorted(allowed))})",
+                    code="invalid_scope",
+                )
             match.consumed_at, match.client_id = now, client_id
             grant = GrantRecord(
                 grant_id=random_id("grt", 8),
