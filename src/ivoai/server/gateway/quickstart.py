@@ -176,7 +176,7 @@ def run_quickstart(
         name = ensure_connector(svc, root, type_)
         announce(f"indexing {root} as connector {name!r} ({type_}); the first run embeds every chunk")
         report = svc.ingest(name, progress=progress)
-        hub = ServiceHub(data, context=svc, embedder=svc.embedder)
+        hub = ServiceHub(data, context=svc, embedder=svc.embedder, close_given=True)
         server = _start(data, hub, port, announce)
     except BaseException:
         svc.close()

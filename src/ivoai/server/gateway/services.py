@@ -101,10 +101,12 @@ class ServiceHub:
         embedder: Embedder | None = None,
         context_opener: Callable[[], ContextService] | None = None,
         memory_opener: Callable[[], MemoryService] | None = None,
+        close_given: bool = False,
     ) -> None:
+        """`close_given`: the hub also closes the `context`/`memory` instances passed in."""
         self.data_dir = data_dir
         self._embedder = embedder
-        self._owned: list[_Closable] = []
+        self._owned: list[_Closable] = [s for s in (context, memory) if close_given and s is not None]
         self._context = _Slot("context", context_opener or self._open_context, instance=context)
         self._memory = _Slot("memory", memory_opener or self._open_memory, instance=memory)
 
