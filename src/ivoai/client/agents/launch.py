@@ -73,14 +73,20 @@ class _Session:
         return self.runtime
 
     def close(self) -> None:
-        if self.proxy is not None:
-            stop_process(self.proxy.pid, group=True)
-            self.proxy = None
-        if self.router is not None:
+        """Stop the proxy, close the router, remove the runtime; each step runs even if one fails."""
+        try:
+            if self.proxy is not None:
+                proxy, self.proxy = self.proxy, None
+                stop_process(proxy.pid, group=True)
+        finally:
             try:
-                self.router.close()
+                if self.router is not None:
+                    router, self.router = self.router, None
+                    router.close()
             finally:
-                self.router = None
+                self._remove_runtime()
+
+    def _remove_runtime(self) -> None:
         if self.runtime is not None:
             import shutil
 
