@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from pathlib import Path
 
 import anyio
@@ -84,3 +85,44 @@ def test_server_log_records_are_redacted() -> None:
     )
     assert RedactingFilter().filter(record)
     assert "abcdefgh12345678" not in record.getMessage()
+
+
+async def test_direct_tls_serves_https_with_the_configured_certificate(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("openssl is required to create the test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    data = data_dir(tmp_path)
+    settings = GatewaySettings(listen_port=0, tls_cert=cert, tls_key=key)
+    with running(data, settings, hub=make_hub(data)) as srv:
+        assert srv.url.startswith("https://127.0.0.1:")
+        context = ssl.create_default_context(cafile=str(cert))
+        async with httpx2.AsyncClient(base_url=srv.url, verify=context) as http:
+            doc = (await http.get("/.well-known/ivoai")).json()
+    assert doc["public_base_url"] == srv.url
