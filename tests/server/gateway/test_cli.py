@@ -146,3 +146,18 @@ def test_status_of_a_missing_data_dir_reports_uninitialized_without_creating_it(
     status = json.loads(cli("server", "--data-dir", str(root), "status", "--json").out)
     assert status["initialized"] is False and status["running"] is False
     assert not root.exists()
+
+
+def test_init_mode_selects_the_context_backends_and_keeps_other_settings(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    root = str(tmp_path / "srv")
+    first = json.loads(
+        cli("server", "--data-dir", root, "init", "--json", "--public-url", "https://ai.example.com").out
+    )
+    assert first["context"] == {"embedder": "builtin", "index": "edge"}
+    services = json.loads(cli("server", "--data-dir", root, "init", "--mode", "services", "--json").out)
+    assert services["context"] == {"embedder": "tei", "index": "qdrant"}
+    assert services["public_url"] == "https://ai.example.com"
+    bad = cli("server", "--data-dir", root, "init", "--mode", "cloud")
+    assert bad.code == 1 and "--mode: expected one of embedded, services" in bad.err

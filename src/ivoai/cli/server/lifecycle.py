@@ -18,12 +18,15 @@ def init_command(
     public_url: str | None = typer.Option(
         None, "--public-url", help="Canonical public origin, e.g. https://ai.example.com."
     ),
+    mode: str | None = typer.Option(
+        None, "--mode", help="embedded (bundled e5 + Qdrant Edge, the default) or services (TEI + Qdrant)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Create the server data directory (0700) and config.toml; safe to re-run."""
     from ivoai.server.gateway.lifecycle import init_server
 
-    result = init_server(data_dir_from(ctx), listen=listen, public_url=public_url)
+    result = init_server(data_dir_from(ctx), listen=listen, public_url=public_url, mode=mode)
     if json_out:
         print_json(result)
         return

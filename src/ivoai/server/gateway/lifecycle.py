@@ -7,8 +7,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ivoai.common.errors import ValidationError
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.settings import (
+    MODES,
     GatewaySettings,
     load_settings,
     normalize_public_url,
@@ -19,12 +21,18 @@ from ivoai.server.gateway.settings import (
 )
 
 
-def init_server(root: Path, *, listen: str | None = None, public_url: str | None = None) -> dict[str, Any]:
+def init_server(
+    root: Path, *, listen: str | None = None, public_url: str | None = None, mode: str | None = None
+) -> dict[str, Any]:
     """Create the data directory tree (0700) and a default `config.toml` (0600); idempotent.
 
+    `mode` (`embedded` or `services`) sets the `[context]` backends; other keys are kept.
+
     Raises:
-        ValidationError: a bad `listen` or `public_url`.
+        ValidationError: a bad `listen`, `public_url` or `mode`.
     """
+    if mode is not None and mode not in MODES:
+        raise ValidationError(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}")
     changes: dict[str, Any] = {}
     if listen is not None:
         host, port = parse_listen(listen)
@@ -35,13 +43,19 @@ def init_server(root: Path, *, listen: str | None = None, public_url: str | None
     created = write_default_config(data)
     if changes:
         update_config(data, changes)
+    if mode is not None:
+        update_config(data, MODES[mode], table_name="context")
     settings = load_settings(data)
+    from ivoai.server.context.settings import load_settings as load_context_settings
+
+    context = load_context_settings(data)
     return {
         "data_dir": str(data.root),
         "config": str(data.config_file),
         "config_created": created,
         "listen": f"{settings.listen_host}:{settings.listen_port}",
         "public_url": settings.base_url,
+        "context": {"embedder": context.embedder, "index": context.index},
     }
 
 

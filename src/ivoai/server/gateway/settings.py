@@ -190,7 +190,23 @@ tls_key = ""
 allowed_origins = []
 # Periodic re-ingestion of every connector while the server runs.
 reingest_interval_seconds = {REINGEST_INTERVAL_DEFAULT_SECONDS}
+
+# Context service (see docs/context.md). Embedded mode: the bundled e5 model in process and a Qdrant
+# Edge shard in DIR/index. Services mode: Text Embeddings Inference and a Qdrant server on loopback.
+[context]
+embedder = "builtin"
+index = "edge"
 """
+
+MODES: dict[str, dict[str, str]] = {
+    "embedded": {"embedder": "builtin", "index": "edge"},
+    "services": {
+        "embedder": "tei",
+        "tei_url": "http://127.0.0.1:8080",
+        "index": "qdrant",
+        "qdrant_url": "http://127.0.0.1:6333",
+    },
+}
 
 
 def write_default_config(data_dir: ServerDataDir) -> bool:
@@ -201,14 +217,14 @@ def write_default_config(data_dir: ServerDataDir) -> bool:
     return True
 
 
-def update_config(data_dir: ServerDataDir, values: dict[str, Any]) -> None:
-    """Set keys of the `[server]` table, preserving every other table, key and comment."""
+def update_config(data_dir: ServerDataDir, values: dict[str, Any], *, table_name: str = "server") -> None:
+    """Set keys of one table (default `[server]`), preserving every other table, key and comment."""
     raw = read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES)
     doc = tomlkit.parse(raw.decode("utf-8") if raw is not None else DEFAULT_CONFIG)
-    table = doc.get("server")
+    table = doc.get(table_name)
     if table is None:
         table = tomlkit.table()
-        doc["server"] = table
+        doc[table_name] = table
     for key, value in values.items():
         table[key] = value
     atomic_write(data_dir.root, data_dir.config_file, tomlkit.dumps(doc).encode("utf-8"))
