@@ -81,3 +81,29 @@ def test_quickstart_outside_a_checkout_asks_for_a_path(
     result = cli("quickstart", "--data-dir", str(tmp_path / "data"), "--no-serve")
     assert result.code == 2
     assert "not inside a git checkout" in result.err
+
+
+def test_quickstart_keeps_serving_until_interrupted(cli: CliRunner, tiny_repo: Path, tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    data = tmp_path / "data"
+    with subprocess.Popen(
+        [sys.executable, "-m", "ivoai", "quickstart", str(tiny_repo), "--data-dir", str(data), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:  # bounded by the test timeout; ends if the process dies
+                if "press Ctrl-C to stop" in line:
+                    break
+            status = json.loads(cli("server", "--data-dir", str(data), "status", "--json").out)
+            assert status["running"] is True and status["ready"]["status_code"] == 200
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "README.md" in out and "next steps:" in out
+    assert "ivoai server stopped" in err
