@@ -256,3 +256,26 @@ async def test_web_mcp_advertises_instructions_and_skill_resource_with_digest(tm
 
 def test_httpx2_is_the_sdk_client_transport() -> None:
     assert httpx2.ASGITransport is not None
+
+
+async def test_context_down_means_not_ready_while_discovery_and_enrollment_keep_working(
+    tmp_path: Path,
+) -> None:
+    from ivoai.server.app import create_app
+    from ivoai.server.context.service import ContextService
+    from ivoai.server.gateway.services import ServiceHub
+    from ivoai.server.gateway.settings import GatewaySettings
+
+    data = data_dir(tmp_path)
+
+    def broken() -> ContextService:
+        raise OSError("index directory unreadable (test)")
+
+    app = create_app(data, GatewaySettings(), hub=ServiceHub(data, context_opener=broken))
+    code = app.enrollment.create_code().code
+    async with inproc(app) as http:
+        ready = await http.get("/ready")
+        discovery = await http.get("/.well-known/ivoai")
+        enrolled = await http.post("/v1/enroll", json={"code": code})
+    assert ready.status_code == 503 and ready.json()["status"] == "not_ready"
+    assert discovery.status_code == 200 and enrolled.status_code == 200
