@@ -558,3 +558,64 @@ async def test_web_mcp_refuses_bad_origin_and_bad_host(tmp_path: Path) -> None:
 def test_client_dataclass_is_importable() -> None:
     assert Client("a", None, REDIRECT).redirect_uri == REDIRECT
     assert isinstance(GatewayApp, type)
+
+
+# -- client authentication ----
+async def test_public_client_without_a_secret_completes_the_flow_with_pkce(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http, token_endpoint_auth_method="none")
+        assert client.client_secret is None
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        response = await token_request(
+            http,
+            client,
+            grant_type="authorization_code",
+            code=code,
+            code_verifier=verifier,
+            redirect_uri=REDIRECT,
+        )
+    assert response.status_code == 200, response.text
+
+
+async def test_basic_client_authentication_and_wrong_secrets(tmp_path: Path) -> None:
+    import base64
+
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http, token_endpoint_auth_method="client_secret_basic")
+        assert client.client_secret is not None
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "code_verifier": verifier,
+            "redirect_uri": REDIRECT,
+            "client_id": client.client_id,
+        }
+        wrong = base64.b64encode(f"{client.client_id}:nope".encode()).decode()
+        bad = await http.post("/token", data=form, headers={"Authorization": f"Basic {wrong}"})
+        right = base64.b64encode(f"{client.client_id}:{client.client_secret}".encode()).decode()
+        good = await http.post("/token", data=form, headers={"Authorization": f"Basic {right}"})
+    assert bad.status_code == 401 and bad.json()["error"] == "invalid_client"
+    assert good.status_code == 200, good.text
+
+
+async def test_post_client_secret_must_match(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        verifier, challenge = pkce()
+        code = await code_for(app, http, client, challenge)
+        forged = Client(client.client_id, "0" * 64, client.redirect_uri)
+        response = await token_request(
+            http,
+            forged,
+            grant_type="authorization_code",
+            code=code,
+            code_verifier=verifier,
+            redirect_uri=REDIRECT,
+        )
+    assert response.status_code == 401 and response.json()["error"] == "invalid_client"
