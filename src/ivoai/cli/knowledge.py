@@ -56,11 +56,13 @@ def search_command(
         if tool not in result:
             continue
         res = result[tool]
+        rows = _rows(res)
         partial = (res.get("structuredContent") or {}).get("partial")
+        info(f"{tool}: {len(rows)} result(s){' (partial: a source did not answer)' if partial else ''}")
         print_table(
-            f"{tool}{' (partial)' if partial else ''}",
+            tool,
             ["source", "score", "title"],
-            [[r.get("knowledge_source", ""), r.get("score", ""), _title(r)] for r in _rows(res)],
+            [[r.get("knowledge_source", ""), r.get("score", ""), _title(r)] for r in rows],
         )
         if res.get("isError"):
             info(f"{tool}: no source answered")

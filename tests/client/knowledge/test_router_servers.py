@@ -132,6 +132,10 @@ def test_knowledge_search_cli_shows_merged_attributed_results(as_fleet_client: N
         "docs",
         TEAM,
     }
+    human = cli("knowledge", "search", "quokka", "--limit", "5")
+    assert human.code == 0, human.err
+    assert "context_search: " in human.err and "memory_query: " in human.err
+    assert TEAM in human.out and "docs" in human.out
     result = cli("knowledge", "search", "quokka", "--knowledge-source", "wiki")
     assert result.code == 2 and "valid choices" in result.err and "docs" in result.err
 
@@ -143,6 +147,8 @@ def test_knowledge_status_cli_lists_sources_and_their_health(as_fleet_client: No
     assert [s["id"] for s in out["knowledge_status"]["sources"]] == ["docs", TEAM]
     assert [m["alias"] for m in out["knowledge_status"]["sources"][1]["members"]] == ["alpha", "beta"]
     assert statuses(out["context_health"]) == {"docs": "ok", TEAM: "ok"}
+    human = cli("knowledge", "status")
+    assert human.code == 0 and "alpha(p10), beta(p20)" in human.out and "context_health docs: ok" in human.err
 
 
 def test_a_stopped_server_leaves_reads_answered_partial_and_opens_its_breaker(fleet: Fleet) -> None:
