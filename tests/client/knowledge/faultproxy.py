@@ -9,7 +9,10 @@ that a real deployment can show and a test must be able to cause on demand:
   connection mid-response — a response lost after the side effect;
 - `fail_prefix`: answer 503 for paths under this prefix — an MCP service that is down (probe failures);
 - `redirect_to`: answer discovery and enrollment with a 307 to another origin;
-- `counts`: how many tools/call requests per tool name reached the real server.
+- `override`: answer these paths with a fixed JSON document (e.g. a discovery document of another
+  protocol major, or a `/ready` that is not ready) — a server of another version or state;
+- `counts`: how many tools/call requests per tool name reached the real server; `paths`: every
+  request seen (method and path).
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ class FaultProxy:
         self.drop_response_for: set[str] = set()
         self.fail_prefix: str | None = None
         self.redirect_to: str | None = None
+        self.override: dict[str, tuple[int, Any]] = {}
         self.counts: Counter[str] = Counter()
         self.requests = 0
+        self.paths: list[str] = []
         self._release = threading.Event()
         self._client: httpx.AsyncClient | None = None
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -76,6 +81,7 @@ class FaultProxy:
         self.drop_response_for = set()
         self.fail_prefix = None
         self.redirect_to = None
+        self.override = {}
         self._release = threading.Event()
 
     def release(self) -> None:
@@ -104,10 +110,16 @@ class FaultProxy:
         body = await request.body()
         path = request.url.path
         self.requests += 1
+        self.paths.append(f"{request.method} {path}")
         if self.redirect_to and path in ("/.well-known/ivoai", "/v1/enroll"):
             await Response(status_code=307, headers={"location": self.redirect_to + path})(
                 scope, receive, send
             )
+            return
+        if path in self.override:
+            status, doc = self.override[path]
+            payload = json.dumps(doc).encode()
+            await Response(payload, status_code=status, media_type="application/json")(scope, receive, send)
             return
         if self.fail_prefix and path.startswith(self.fail_prefix):
             await Response(status_code=503, content=b"unavailable")(scope, receive, send)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -282,7 +283,7 @@ def test_a_cross_origin_redirect_during_enrollment_is_refused_before_the_code_is
         evil.stop()
     assert result.code == 1
     assert "another origin" in result.err and code not in result.err
-    assert evil.requests == 1  # discovery only: the code was never posted anywhere
+    assert evil.paths == ["GET /.well-known/ivoai"]  # discovery only: the code was never posted anywhere
     with_stdin(monkeypatch, code + "\n")  # the code is unused: it still enrolls at the real origin
     result = cli("connect", "server", "add", "other", "--url", docs.url, "--code-stdin")
     assert result.code == 0, result.err
@@ -320,3 +321,55 @@ def test_a_code_replayed_after_a_failed_probe_keeps_the_first_credential(
         assert json.loads(test.out)["probes"] == {"context": "ok", "memory": "ok"}
     finally:
         flaky.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "answer", "message"),
+    [
+        ("/.well-known/ivoai", "protocol2", "speaks protocol 2"),
+        ("/.well-known/ivoai", "foreign-endpoint", "own origin"),
+        ("/ready", "not-ready", "not ready"),
+    ],
+)
+def test_enrollment_checks_fail_before_the_code_is_sent(
+    fleet: Fleet, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, path: str, answer: str, message: str
+) -> None:
+    docs = fleet.servers["docs"]
+    discovery = httpx.get(docs.url + "/.well-known/ivoai", trust_env=False).json()
+    answers: dict[str, tuple[int, Any]] = {
+        "protocol2": (200, {**discovery, "protocol_version": 2}),
+        "foreign-endpoint": (200, {**discovery, "context_mcp_endpoint": "https://elsewhere.example/mcp"}),
+        "not-ready": (503, {"status": "not_ready"}),
+    }
+    code = docs.enrollment_code()
+    proxy = FaultProxy(docs.url).start()
+    proxy.override = {path: answers[answer]}
+    try:
+        with_stdin(monkeypatch, code + "\n")
+        result = cli("connect", "server", "add", "checked", "--url", proxy.url, "--code-stdin")
+        assert result.code == 1
+        assert message in result.err
+        assert "POST /v1/enroll" not in proxy.paths and code not in result.err
+        # The code was not consumed: the same code still enrolls once the server is right.
+        proxy.override = {}
+        with_stdin(monkeypatch, code + "\n")
+        result = cli("connect", "server", "add", "checked", "--url", proxy.url, "--code-stdin")
+        assert result.code == 0, result.err
+    finally:
+        proxy.stop()
+
+
+def test_a_ready_degraded_server_is_enrolled_with_a_warning(
+    fleet: Fleet, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = fleet.servers["docs"]
+    code = docs.enrollment_code()
+    proxy = FaultProxy(docs.url).start()
+    proxy.override = {"/ready": (200, {"status": "ready_degraded"})}
+    try:
+        with_stdin(monkeypatch, code + "\n")
+        result = cli("connect", "server", "add", "degraded", "--url", proxy.url, "--code-stdin", "--json")
+    finally:
+        proxy.stop()
+    assert result.code == 0, result.err
+    assert any("ready_degraded" in w for w in json.loads(result.out)["warnings"])
