@@ -160,3 +160,47 @@ def test_server_list_json_shows_not_probed(xdg: XdgPaths, cli: CliRunner) -> Non
     assert result.code == 0
     (server,) = json.loads(result.out)["servers"]
     assert server["probe"] == "not_probed" and server["alias"] == "team" and "credential" not in server
+
+
+def test_mcp_add_cli_reads_the_token_from_stdin_and_lists_it_uniformly(
+    xdg: XdgPaths, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("user-token-from-stdin\n"))
+    added = cli("connect", "mcp", "add", "tools", "https://mcp.example/mcp", "--token-stdin", "--json")
+    assert added.code == 0, added.err
+    entry = json.loads(added.out)
+    assert entry["auth"] == "bearer" and "user-token-from-stdin" not in added.out + added.err
+    assert SecretsStore(xdg).get(entry["id"]) == "user-token-from-stdin"
+    _add_profile(xdg, "team")
+    listed = json.loads(cli("connect", "mcp", "list", "--json").out)["entries"]
+    assert [(e["name"], e["ownership"], e["authenticated"]) for e in listed] == [
+        ("team-context", "ivoai", True),
+        ("team-memory", "ivoai", True),
+        ("tools", "user", True),
+    ]
+    assert cli("connect", "mcp", "disable", "tools").code == 0
+    assert cli("connect", "server", "disable", "team").code == 0
+    listed = json.loads(cli("connect", "mcp", "list", "--json").out)["entries"]
+    assert [e["enabled"] for e in listed] == [False, False, False]
+
+
+def test_invalid_names_and_priorities_name_the_field_and_rule(
+    xdg: XdgPaths, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("code\n"))
+    result = cli("connect", "server", "add", "Bad Alias", "--url", "http://127.0.0.1:9", "--code-stdin")
+    assert result.code == 1 and "alias 'Bad Alias' is invalid" in result.err
+    monkeypatch.setattr(sys, "stdin", io.StringIO("code\n"))
+    result = cli(
+        "connect", "server", "add", "ok", "--url", "http://127.0.0.1:9", "--priority", "-1", "--code-stdin"
+    )
+    assert result.code == 1 and "priority -1 is out of range" in result.err
+    monkeypatch.setattr(sys, "stdin", io.StringIO("code\n"))
+    result = cli("connect", "server", "add", "ok", "--url", "http://ai.example.com", "--code-stdin")
+    assert result.code == 1 and "plaintext http" in result.err
