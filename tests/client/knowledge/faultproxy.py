@@ -8,11 +8,12 @@ that a real deployment can show and a test must be able to cause on demand:
 - `drop_response_for`: forward a tools/call for these tools, let the server apply it, then cut the
   connection mid-response — a response lost after the side effect;
 - `fail_prefix`: answer 503 for paths under this prefix — an MCP service that is down (probe failures);
-- `redirect_to`: answer discovery and enrollment with a 307 to another origin;
+- `redirect_to`: answer `redirect_paths` (default: discovery and enrollment) with a 307 to another
+  origin;
 - `override`: answer these paths with a fixed JSON document (e.g. a discovery document of another
   protocol major, or a `/ready` that is not ready) — a server of another version or state;
 - `counts`: how many tools/call requests per tool name reached the real server; `paths`: every
-  request seen (method and path).
+  request seen (method and path); `authorizations`: every Authorization header value seen.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class FaultProxy:
         self.counts: Counter[str] = Counter()
         self.requests = 0
         self.paths: list[str] = []
+        self.authorizations: set[str] = set()
+        self.redirect_paths: set[str] = {"/.well-known/ivoai", "/v1/enroll"}
         self._release = threading.Event()
         self._client: httpx.AsyncClient | None = None
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -81,6 +84,7 @@ class FaultProxy:
         self.drop_response_for = set()
         self.fail_prefix = None
         self.redirect_to = None
+        self.redirect_paths = {"/.well-known/ivoai", "/v1/enroll"}
         self.override = {}
         self._release = threading.Event()
 
@@ -111,7 +115,9 @@ class FaultProxy:
         path = request.url.path
         self.requests += 1
         self.paths.append(f"{request.method} {path}")
-        if self.redirect_to and path in ("/.well-known/ivoai", "/v1/enroll"):
+        if "authorization" in request.headers:
+            self.authorizations.add(request.headers["authorization"])
+        if self.redirect_to and path in self.redirect_paths:
             await Response(status_code=307, headers={"location": self.redirect_to + path})(
                 scope, receive, send
             )

@@ -373,3 +373,31 @@ def test_a_ready_degraded_server_is_enrolled_with_a_warning(
         proxy.stop()
     assert result.code == 0, result.err
     assert any("ready_degraded" in w for w in json.loads(result.out)["warnings"])
+
+
+def test_each_credential_reaches_only_its_own_server(fleet: Fleet) -> None:
+    store = SecretsStore(fleet.client_paths)
+    registry = ConnectionRegistry(fleet.client_paths).load()
+    for server in fleet.servers.values():
+        server.proxy.authorizations.clear()
+    fleet.servers["alpha"].proxy.fail_prefix = "/v1/"  # so the standby is used too
+    with router(fleet) as handle:
+        call(handle, ("context_search", {"query": "quokka"}), ("memory_recent", {}))
+    for name, server in fleet.servers.items():
+        own = store.get(registry.server(name).id)
+        assert server.proxy.authorizations <= {f"Bearer {own}"}, name
+    assert all(s.proxy.authorizations for n, s in fleet.servers.items() if n != "alpha")
+
+
+def test_an_upstream_redirect_to_another_origin_is_not_followed_with_the_credential(fleet: Fleet) -> None:
+    docs = fleet.servers["docs"]
+    catcher = FaultProxy(docs.url).start()  # another origin that would love to receive the credential
+    docs.proxy.redirect_to = catcher.url
+    docs.proxy.redirect_paths = {"/v1/mcp/context"}
+    try:
+        with router(fleet) as handle:
+            result = search(handle)
+    finally:
+        catcher.stop()
+    assert statuses(result) == {"docs": "unavailable", TEAM: "ok"}
+    assert catcher.paths == [] and catcher.authorizations == set()
