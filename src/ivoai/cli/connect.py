@@ -132,7 +132,9 @@ def server_add(
     from ivoai.client.connections.enroll import add_server
 
     code = _read_secret(code_stdin, "Enrollment code: ", "--code-stdin")
-    result = add_server(xdg_paths(), alias, url, code, purpose=purpose, group=group, priority=priority)
+    result = add_server(
+        xdg_paths(), alias, url, code, purpose=purpose, group=group, priority=priority, progress=info
+    )
     _render_enrolled(result, json_out, "enrolled")
 
 
@@ -148,7 +150,7 @@ def server_re_enroll(
     from ivoai.client.connections.enroll import re_enroll
 
     code = _read_secret(code_stdin, "Enrollment code: ", "--code-stdin")
-    _render_enrolled(re_enroll(xdg_paths(), alias, code), json_out, "re-enrolled")
+    _render_enrolled(re_enroll(xdg_paths(), alias, code, progress=info), json_out, "re-enrolled")
 
 
 @server_app.command("list")

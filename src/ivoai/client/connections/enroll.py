@@ -378,6 +378,7 @@ def add_server(
     group: str | None = None,
     priority: int = PRIORITY_DEFAULT,
     probe_fn: ProbeFn | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> EnrollResult:
     """Enroll a new server under `alias` (see the module docstring for the order of steps).
 
@@ -400,7 +401,10 @@ def add_server(
             f"server {alias!r} is already enrolled (its credential is kept); no code was sent. "
             f"Use `ivoai connect server test {alias}` to re-probe it or `re-enroll {alias}` with a new code"
         )
+    say = progress or (lambda _msg: None)
+    say(f"checking {base}: discovery, protocol, health, readiness")
     discovery = discover(base)
+    say("exchanging the one-time code")
     enrolled = exchange(discovery, code)
     profile = _profile_from(
         discovery,
@@ -412,18 +416,31 @@ def add_server(
         priority=priority,
     )
     # Persist before any probe: the code is spent, the credential must not be lost.
-    SecretsStore(paths).put(profile.id, enrolled.credential)
-    with registry.update() as state:
-        if any(p.alias == alias for p in state.servers):
-            raise ConflictError(
-                f"server {alias!r} was enrolled concurrently; the new credential is kept under "
-                f"{profile.id} and can be removed with `ivoai disconnect server {alias}`"
-            )
-        state.servers.append(profile)
+    store = SecretsStore(paths)
+    store.put(profile.id, enrolled.credential)
+    try:
+        with registry.update() as state:
+            if any(p.alias == alias for p in state.servers):
+                raise ConflictError(
+                    f"server {alias!r} was enrolled by another ivoai process meanwhile; this exchange's "
+                    f"credential was discarded: revoke client {enrolled.client_id} on the server"
+                )
+            state.servers.append(profile)
+    except ConflictError:
+        store.delete(profile.id)
+        raise
+    say("credential saved; probing context and memory")
     return _finish(paths, profile, enrolled.credential, probe_fn)
 
 
-def re_enroll(paths: XdgPaths, alias: str, code: str, *, probe_fn: ProbeFn | None = None) -> EnrollResult:
+def re_enroll(
+    paths: XdgPaths,
+    alias: str,
+    code: str,
+    *,
+    probe_fn: ProbeFn | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> EnrollResult:
     """Exchange a new code for an enrolled server; the old credential is replaced only on success.
 
     Raises:
@@ -433,7 +450,10 @@ def re_enroll(paths: XdgPaths, alias: str, code: str, *, probe_fn: ProbeFn | Non
     code = validate_code(code)
     registry = ConnectionRegistry(paths)
     current = registry.load().server(alias)
+    say = progress or (lambda _msg: None)
+    say(f"checking {current.base_url}: discovery, protocol, health, readiness")
     discovery = discover(current.base_url)
+    say("exchanging the one-time code")
     enrolled = exchange(discovery, code)
     profile = _profile_from(
         discovery,
