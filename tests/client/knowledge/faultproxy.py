@@ -8,6 +8,7 @@ that a real deployment can show and a test must be able to cause on demand:
 - `drop_response_for`: forward a tools/call for these tools, let the server apply it, then cut the
   connection mid-response — a response lost after the side effect;
 - `fail_prefix`: answer 503 for paths under this prefix — an MCP service that is down (probe failures);
+- `fail_next_tool_calls`: answer the next N tools/call requests with 503 — a transient failure;
 - `redirect_to`: answer `redirect_paths` (default: discovery and enrollment) with a 307 to another
   origin;
 - `override`: answer these paths with a fixed JSON document (e.g. a discovery document of another
@@ -46,6 +47,7 @@ class FaultProxy:
         self.fail_prefix: str | None = None
         self.redirect_to: str | None = None
         self.override: dict[str, tuple[int, Any]] = {}
+        self.fail_next_tool_calls = 0
         self.counts: Counter[str] = Counter()
         self.requests = 0
         self.paths: list[str] = []
@@ -86,6 +88,7 @@ class FaultProxy:
         self.redirect_to = None
         self.redirect_paths = {"/.well-known/ivoai", "/v1/enroll"}
         self.override = {}
+        self.fail_next_tool_calls = 0
         self._release = threading.Event()
 
     def release(self) -> None:
@@ -131,6 +134,10 @@ class FaultProxy:
             await Response(status_code=503, content=b"unavailable")(scope, receive, send)
             return
         tool = _tool_name(body)
+        if tool is not None and self.fail_next_tool_calls > 0:
+            self.fail_next_tool_calls -= 1
+            await Response(status_code=503, content=b"unavailable")(scope, receive, send)
+            return
         if tool is not None:
             self.counts[tool] += 1
             if self.hold:

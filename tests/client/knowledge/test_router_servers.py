@@ -401,3 +401,34 @@ def test_an_upstream_redirect_to_another_origin_is_not_followed_with_the_credent
         catcher.stop()
     assert statuses(result) == {"docs": "unavailable", TEAM: "ok"}
     assert catcher.paths == [] and catcher.authorizations == set()
+
+
+def test_reads_after_a_server_restart_are_answered_on_a_fresh_session(fleet: Fleet) -> None:
+    docs = fleet.servers["docs"]
+    with router(fleet) as handle:
+        assert statuses(search(handle)) == {"docs": "ok", TEAM: "ok"}  # sessions are open now
+        docs.stop()
+        docs.start()
+        docs.wait_ready()
+        after = search(handle)
+    assert statuses(after) == {"docs": "ok", TEAM: "ok"}
+    assert after["structuredContent"]["partial"] is False
+
+
+def test_a_read_failing_once_on_an_open_session_is_retried_on_a_fresh_one_but_a_write_is_not(
+    fleet: Fleet,
+) -> None:
+    docs = fleet.servers["docs"]
+    with router(fleet) as handle:
+        assert statuses(search(handle)) == {"docs": "ok", TEAM: "ok"}
+        docs.proxy.fail_next_tool_calls = 1
+        after = search(handle)
+        assert statuses(after) == {"docs": "ok", TEAM: "ok"} and docs.proxy.fail_next_tool_calls == 0
+        before = docs.proxy.counts["memory_write_page"]
+        docs.proxy.fail_next_tool_calls = 1
+        (write,) = call(
+            handle,
+            ("memory_write_page", {"path": "notes/once.md", "body": "# once\n", "knowledge_source": "docs"}),
+        )
+    assert write["isError"] is True and "outcome uncertain" in write["content"][0]["text"]
+    assert docs.proxy.counts["memory_write_page"] == before  # the refused attempt was the only one

@@ -339,7 +339,7 @@ class KnowledgeRouter:
                 remaining = max(0.001, scope.deadline - anyio.current_time())
                 self.upstream_calls += 1
                 try:
-                    result = await conn.call_tool(self.tg, name, dict(args), remaining)
+                    result = await conn.call_tool(self.tg, name, dict(args), remaining, idempotent=True)
                 except UpstreamCallError as exc:
                     if exc.answered:
                         member.breaker.record_success()

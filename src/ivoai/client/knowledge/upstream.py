@@ -235,13 +235,31 @@ class UpstreamConnection:
         return self._tools
 
     async def call_tool(
-        self, tg: TaskGroup, name: str, arguments: dict[str, Any], timeout: float
+        self, tg: TaskGroup, name: str, arguments: dict[str, Any], timeout: float, *, idempotent: bool = False
     ) -> mcp_types.CallToolResult:
         """Call one tool within `timeout` seconds.
+
+        With `idempotent` (reads only), a failure on a session opened earlier (the server restarted, the
+        session expired) is retried once on a fresh session within the same time budget. Writes are
+        never retried.
 
         Raises:
             UpstreamCallError: with `sent=False` only when the request certainly never left.
         """
+        deadline = anyio.current_time() + timeout
+        reused = self._session is not None
+        try:
+            return await self._call_once(tg, name, arguments, timeout)
+        except UpstreamCallError as exc:
+            remaining = deadline - anyio.current_time()
+            if not (idempotent and reused and not exc.answered and not exc.timeout and remaining > 0):
+                raise
+            log.debug("retrying %s on %s with a fresh session: %s", name, self.name, exc)
+            return await self._call_once(tg, name, arguments, remaining)
+
+    async def _call_once(
+        self, tg: TaskGroup, name: str, arguments: dict[str, Any], timeout: float
+    ) -> mcp_types.CallToolResult:
         from mcp.shared.exceptions import MCPError
 
         connected = False
