@@ -253,3 +253,10 @@ def test_subdirectories_and_linked_worktrees_of_a_real_repository_share_one_proj
 def test_an_event_stamped_in_the_future_gets_the_server_time(service: MemoryService) -> None:
     result = service.hook_event(event("future", at="2999-01-01T00:00:00Z"))
     assert result.path is not None and not result.path.startswith("sessions/2999")
+
+
+def test_a_time_without_a_zone_is_taken_as_utc(service: MemoryService) -> None:
+    result = service.hook_event(event("naive", at="2025-06-01T23:30:00"))
+    assert result.path == f"sessions/2025-06-01/{SESSION}.md"
+    body = service.memory_read_page("default", "billing-service", result.path).body
+    assert "- started: 2025-06-01T23:30:00Z" in body

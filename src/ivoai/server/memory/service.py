@@ -816,7 +816,10 @@ def _record_event(
     ).fetchone()
     if seen is not None:
         return HookResult(idempotency_key=event.idempotency_key, status="duplicate", workspace=ws, project=pj)
-    at = event.at.timestamp() if event.at is not None else now
+    stamp = event.at
+    if stamp is not None and stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)  # a time without a zone is UTC, not the server's local time
+    at = stamp.timestamp() if stamp is not None else now
     at = min(at, now + CLOCK_SKEW_ALLOWED_SECONDS)
     session = conn.execute(
         "SELECT id, path FROM hook_sessions WHERE workspace = ? AND project = ? AND session_id = ?",
