@@ -200,3 +200,54 @@ def test_importing_the_router_api_loads_no_server_or_http_stack() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     heavy = ("ivoai.server", "mcp", "uvicorn", "starlette", "httpx2", "httpx", "pydantic", "anyio")
     assert [m for m in _json.loads(out.stdout) if m.split(".")[0] in heavy or m.startswith(heavy)] == []
+
+
+def test_a_router_writes_nothing_to_the_terminal_the_agent_draws_on(xdg: XdgPaths) -> None:
+    """Bad requests, wrong tokens and an unreachable upstream leave the host process's stderr empty."""
+    import json as _json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from ivoai.client.knowledge.profiles import ServerProfile, build_sources\n"
+        "from ivoai.client.knowledge.router import RouterConfig, start_router\n"
+        f"p = ServerProfile(id='srv_' + 'd' * 32, alias='a', base_url='http://127.0.0.1:{_closed_port()}',\n"
+        "    purpose='a', endpoints={'context_mcp': '/x'}, features={'context': True})\n"
+        "h = start_router(build_sources([p]), {p.id: 'c'}, RouterConfig(source_deadline_seconds=2))\n"
+        "print(json.dumps({'url': h.url, 'token': h.token}), flush=True)\n"
+        "sys.stdin.read()\n"
+        "h.close()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        info = _json.loads(proc.stdout.readline())
+        host, port = info["url"].split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            raw.recv(1024)
+        httpx.post(info["url"], json={}, headers={"authorization": "Bearer wrong"}, trust_env=False)
+
+        async def main() -> None:
+            async with open_session(info["url"], info["token"]) as session:
+                await session.call_tool("knowledge_status", {})
+                await session.call_tool("context_search", {"query": "x"})
+
+        anyio.run(main)
+        proc.stdin.close()
+        proc.wait(30)
+        assert proc.stderr is not None
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -148,8 +148,10 @@ def start_router(
             await super().startup(sockets=sockets)
             ready.set()
 
+    _quiet_libraries()
     uv_config = uvicorn.Config(
         app,
+        log_config=None,  # never install uvicorn's stderr handlers: the agent's TUI owns the terminal
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -189,6 +191,21 @@ def start_router(
     return RouterHandle(
         f"http://{ROUTER_HOST}:{port}{ROUTER_PATH}", token, list(sources), router, thread, stop
     )
+
+
+_QUIET_LOGGERS = ("mcp", "uvicorn", "httpx2", "httpcore2", "ivoai.client.knowledge")
+
+
+def _quiet_libraries() -> None:
+    """Keep library log records off the terminal the official client draws on.
+
+    A NullHandler stops Python's last-resort stderr handler; records still propagate to whatever
+    handlers the host application configured on the root logger.
+    """
+    for name in _QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
 
 
 def start_session_router(
