@@ -176,3 +176,25 @@ def test_two_services_in_one_process_share_the_edge_shard_and_survive_a_rebuild(
         loaded.rebuild()
         assert other.context_search("payment queue backs up").results[0].path == "ops/runbook.md"
     assert loaded.index.count() == 4  # the other service's close() left this opener attached
+
+
+def test_merge_joins_consecutive_chunks_whatever_order_they_rank_in() -> None:
+    from ivoai.server.context.catalog import ChunkHit
+    from ivoai.server.context.service import _merge
+
+    def hit(doc: str, idx: int) -> ChunkHit:
+        return ChunkHit(f"c{doc}{idx}", doc, "m", f"{doc}.md", idx, idx * 100, idx * 100 + 120, "t", 0.0)
+
+    ranked = [
+        (hit("a", 0), 0.9),
+        (hit("a", 2), 0.8),
+        (hit("b", 0), 0.7),
+        (hit("a", 1), 0.6),
+        (hit("a", 5), 0.5),
+    ]
+    merged = _merge(ranked)
+    assert [(m.hit.document_id, sorted(p.index for p in m.parts), m.score) for m in merged] == [
+        ("a", [0, 1, 2], 0.9),
+        ("b", [0], 0.7),
+        ("a", [5], 0.5),
+    ]

@@ -531,20 +531,32 @@ def _check_prefix(prefix: str | None) -> str | None:
 
 
 def _merge(ranked: list[tuple[ChunkHit, float]]) -> list[_Merged]:
-    """Merge hits that are adjacent chunks of one document (they overlap); keep the best rank and score."""
-    groups: dict[str, list[_Merged]] = {}
-    order: list[_Merged] = []
+    """Merge hits that are consecutive chunks of one document (they overlap) into one result.
+
+    Runs of consecutive chunk indexes form one result ranked by its best member (best score too),
+    whatever order the members arrived in.
+    """
+    by_doc: dict[str, list[tuple[int, ChunkHit, float]]] = {}
     for rank, (hit, score) in enumerate(ranked):
-        for g in groups.get(hit.document_id, []):
-            if any(abs(p.index - hit.index) == 1 for p in g.parts):
-                g.parts.append(hit)
-                g.score = max(g.score, score)
-                break
-        else:
-            m = _Merged(hit, score, rank, [hit])
-            groups.setdefault(hit.document_id, []).append(m)
-            order.append(m)
-    return order
+        by_doc.setdefault(hit.document_id, []).append((rank, hit, score))
+    merged: list[_Merged] = []
+    for members in by_doc.values():
+        members.sort(key=lambda m: m[1].index)
+        run: list[tuple[int, ChunkHit, float]] = []
+        for m in members:
+            if run and m[1].index > run[-1][1].index + 1:
+                merged.append(_run(run))
+                run = []
+            if not run or m[1].index != run[-1][1].index:
+                run.append(m)
+        merged.append(_run(run))
+    merged.sort(key=lambda g: g.rank)
+    return merged
+
+
+def _run(run: list[tuple[int, ChunkHit, float]]) -> _Merged:
+    best = min(run, key=lambda m: m[0])
+    return _Merged(best[1], max(m[2] for m in run), best[0], [m[1] for m in run])
 
 
 def _apply_budget(resp: SearchResponse) -> SearchResponse:
