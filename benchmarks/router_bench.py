@@ -142,6 +142,8 @@ def _router_process(env: dict[str, str]) -> Iterator[_Handle]:
         if proc.stdin is not None:
             proc.stdin.close()
         proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def run(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:

@@ -76,8 +76,24 @@ def test_router_answers_its_status_tool_with_the_right_token(xdg: XdgPaths) -> N
 
         async def main() -> dict[str, Any]:
             async with open_session(handle.url, handle.token) as session:
-                names = [t.name for t in (await session.list_tools()).tools]
-                assert names == ["knowledge_status"]  # the upstream is unreachable: nothing else to list
+                tools = (await session.list_tools()).tools
+                # The upstream is unreachable: the fixed protocol-1 names are offered, marked as such.
+                assert [t.name for t in tools] == [
+                    "knowledge_status",
+                    "context_search",
+                    "context_get_document",
+                    "context_recent",
+                    "context_health",
+                    "memory_query",
+                    "memory_recent",
+                    "memory_read_page",
+                    "memory_status",
+                    "memory_write_page",
+                    "memory_feedback",
+                    "memory_delete_page",
+                ]
+                assert all("no server answered" in (t.description or "") for t in tools[1:])
+                assert "knowledge_source" in tools[1].input_schema["properties"]
                 result = await session.call_tool("knowledge_status", {})
                 assert result.structured_content is not None
                 return dict(result.structured_content)
@@ -251,3 +267,6 @@ def test_a_router_writes_nothing_to_the_terminal_the_agent_draws_on(xdg: XdgPath
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -44,6 +44,36 @@ def kind_of_tool(name: str) -> Kind | None:
     return None
 
 
+FALLBACK_TOOLS: dict[Kind, tuple[str, ...]] = {
+    "context": ("context_search", "context_get_document", "context_recent", "context_health"),
+    "memory": (
+        "memory_query",
+        "memory_recent",
+        "memory_read_page",
+        "memory_status",
+        "memory_write_page",
+        "memory_feedback",
+        "memory_delete_page",
+    ),
+}
+
+
+def _fallback_tools(kind: Kind) -> list[mcp_types.Tool]:
+    """Protocol-1 tool names with pass-through schemas, for when no server could be asked."""
+    import mcp.types as t
+
+    note = "(ivoai router: no server answered when tools were listed; arguments are passed through.)"
+    return [
+        t.Tool(
+            name=name,
+            description=note,
+            input_schema={"type": "object", "additionalProperties": True},
+            annotations=t.ToolAnnotations(read_only_hint=name in READ_TOOLS),
+        )
+        for name in FALLBACK_TOOLS[kind]
+    ]
+
+
 def _mcp_error(message: str, data: Any = None) -> Exception:
     from mcp.shared.exceptions import MCPError
     from mcp.types import INVALID_PARAMS
@@ -103,25 +133,41 @@ class KnowledgeRouter:
         return [s for s in self.sources if kind in s.kinds]
 
     async def _upstream_tools(self, kind: Kind) -> list[mcp_types.Tool]:
+        """The tool list of `kind`, from whichever server answers first (all speak protocol 1).
+
+        Cached once known. When no server answers, the fixed protocol-1 names are offered with
+        permissive schemas (not cached), so an agent that lists tools once at start-up can still call
+        them when the servers come back.
+        """
         if kind in self._tools:
             return self._tools[kind]
+        found: list[mcp_types.Tool] | None = None
         deadline = self.config.source_deadline_seconds
-        for source in self._candidates(kind):
-            for profile in source.members:
-                member = self._members[profile.id]
-                conn = member.connections.get(kind)
-                if conn is None or not member.breaker.allow():
-                    continue
-                try:
-                    tools = await conn.list_tools(self.tg, deadline)
-                except UpstreamCallError as exc:
-                    member.breaker.record_failure()
-                    log.debug("tools/list from %s failed: %s", profile.alias, exc)
-                    continue
-                member.breaker.record_success()
-                self._tools[kind] = tools
-                return tools
-        return []
+
+        async def one(member: _Member, conn: UpstreamConnection, scope: anyio.CancelScope) -> None:
+            nonlocal found
+            try:
+                tools = await conn.list_tools(self.tg, deadline)
+            except UpstreamCallError as exc:
+                member.breaker.record_failure()
+                log.debug("tools/list from %s failed: %s", member.profile.alias, exc)
+                return
+            member.breaker.record_success()
+            if found is None:
+                found = tools
+                scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            for source in self._candidates(kind):
+                for profile in source.members:
+                    member = self._members[profile.id]
+                    conn = member.connections.get(kind)
+                    if conn is not None and member.breaker.allow():
+                        group.start_soon(one, member, conn, group.cancel_scope)
+        if found is None:
+            return _fallback_tools(kind)
+        self._tools[kind] = found
+        return found
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         """Every upstream tool once, with the optional `knowledge_source` argument added."""
