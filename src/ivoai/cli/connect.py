@@ -327,7 +327,11 @@ def mcp_disable(name: str = typer.Argument(...)) -> None:
     info(f"{set_mcp_enabled(xdg_paths(), name, False).name}: disabled")
 
 
-def disconnect_command(
+disconnect_command = typer.Typer(add_completion=False, help="Remove ivoai's own connection state.")
+
+
+@disconnect_command.command()
+def disconnect(
     target: str | None = typer.Argument(None, help="chatgpt, claude, server or mcp."),
     name: str | None = typer.Argument(None, help="The server alias or MCP name."),
     all_: bool = typer.Option(False, "--all", help="Remove every ivoai-owned connection."),
