@@ -24,7 +24,7 @@ def _load(spec: str) -> click.Command:
         return typer.main.get_command(obj)
     if isinstance(obj, click.Command):
         return obj
-    app = typer.Typer()
+    app = typer.Typer(add_completion=False)
     app.command()(obj)
     return typer.main.get_command(app)
 
