@@ -169,7 +169,7 @@ TOKEN_ESTIMATE_BYTES_PER_TOKEN = 4  # offline estimate: UTF-8 bytes / 4, rounded
 ENROLL_HTTP_TIMEOUT_SECONDS = 15.0  # discovery, readiness and the code exchange, each
 ENROLL_DISCOVERY_MAX_BYTES = 64 * KIB  # the discovery document is a few hundred bytes
 ENROLL_RESPONSE_MAX_BYTES = 64 * KIB  # readiness and exchange answers
-ENROLL_MAX_SAME_ORIGIN_REDIRECTS = 5  # GETs may follow same-origin redirects (trailing slash); never cross-origin
+ENROLL_MAX_SAME_ORIGIN_REDIRECTS = 5  # GETs follow same-origin redirects (trailing slash); never cross-origin
 ENROLL_PROBE_TIMEOUT_SECONDS = 15.0  # post-enrollment context/memory probe, each
 
 # Gateway, enrollment and OAuth (issue 6, gateway)
