@@ -432,3 +432,14 @@ def test_a_read_failing_once_on_an_open_session_is_retried_on_a_fresh_one_but_a_
         )
     assert write["isError"] is True and "outcome uncertain" in write["content"][0]["text"]
     assert docs.proxy.counts["memory_write_page"] == before  # the refused attempt was the only one
+
+
+def test_with_one_memory_source_a_write_needs_no_destination(fleet: Fleet) -> None:
+    docs = fleet.servers["docs"]
+    before = docs.proxy.counts["memory_write_page"]
+    with router(fleet, "docs") as handle:
+        (written,) = call(handle, ("memory_write_page", {"path": "notes/implicit.md", "body": "# I\n"}))
+    assert written.get("isError") is False
+    assert written["_meta"]["ivoai/knowledge_source"] == {"source": "docs", "served_by": "docs"}
+    assert written["structuredContent"]["path"] == "notes/implicit.md"
+    assert docs.proxy.counts["memory_write_page"] == before + 1
