@@ -65,7 +65,8 @@ class VectorCache:
         sims = np.einsum("ij,j->i", entry.matrix, np.asarray(query, dtype=np.float32))
         sims = np.where(entry.expires > now, sims, -np.inf)
         order = np.argsort(-sims, kind="stable")[:k]
-        return [(int(entry.ids[i]), float(sims[i])) for i in order if math.isfinite(float(sims[i]))]
+        pairs = zip(entry.ids[order].tolist(), sims[order].tolist(), strict=True)
+        return [(page_id, cosine) for page_id, cosine in pairs if math.isfinite(cosine)]
 
     def _store(self, key: tuple[Any, ...], entry: _Entry) -> None:
         with self._lock:

@@ -215,15 +215,16 @@ class MemoryService:
                 semantic = self._vectors.candidates(
                     conn, ws, projects, self._embedder.name, query_vector, candidates, now
                 )
-            ids = list(dict.fromkeys([*lexical, *(pid for pid, _ in semantic)]))
-            heads = _heads_by_id(conn, ids)
-            signals = {
-                pid: _ranking.Signals(
-                    bool(h["pinned"]), float(h["updated_at"]), int(h["useful"]), int(h["not_useful"])
+            # Fusion ignores a semantic candidate below the floor, so only the others need signals;
+            # full heads are read for the hits alone.
+            ids = list(
+                dict.fromkeys(
+                    [*lexical, *(pid for pid, cosine in semantic if cosine >= _ranking.DENSE_FLOOR)]
                 )
-                for pid, h in heads.items()
-            }
+            )
+            signals = _signals_by_id(conn, ids)
             ranked = _ranking.fuse(lexical, semantic, signals, now)[:limit]
+            heads = _heads_by_id(conn, [r.page_id for r in ranked])
             hits = []
             for r in ranked:
                 h = heads[r.page_id]
@@ -278,8 +279,11 @@ class MemoryService:
             (ws, pj, time.time(), limit),
         )
         now = time.time()
+        names = _columns(rows)
         return RecentResult(
-            workspace=ws, project=pj, pages=[_summary(_row(rows, r), now) for r in rows.fetchall()]
+            workspace=ws,
+            project=pj,
+            pages=[_summary(dict(zip(names, r, strict=True)), now) for r in rows.fetchall()],
         )
 
     @guard
@@ -642,7 +646,8 @@ class MemoryService:
             (ws, ws, pj, pj, *after),
         )
         now = time.time()
-        heads = [_row(cur, r) for r in cur.fetchall()]
+        names = _columns(cur)
+        heads = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         return [_page(h, h["body"], h["version"], now) for h in heads]
 
 
@@ -666,7 +671,11 @@ def _open_schema(connections: Connections) -> None:
 
 
 def _row(cur: sqlite3.Cursor, row: Sequence[Any]) -> dict[str, Any]:
-    return {d[0]: v for d, v in zip(cur.description, row, strict=True)}
+    return dict(zip(_columns(cur), row, strict=True))
+
+
+def _columns(cur: sqlite3.Cursor) -> list[str]:
+    return [d[0] for d in cur.description]
 
 
 def _head(conn: sqlite3.Connection, ws: str, pj: str, path: str) -> dict[str, Any] | None:
@@ -683,7 +692,22 @@ def _heads_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, dict
     cur = conn.execute(
         f"SELECT {_HEAD_COLUMNS} FROM pages WHERE id IN ({','.join('?' * len(ids))})", list(ids)
     )
-    return {int(r[0]): _row(cur, r) for r in cur.fetchall()}
+    names = _columns(cur)
+    return {int(r[0]): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+
+
+def _signals_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, _ranking.Signals]:
+    if not ids:
+        return {}
+    cur = conn.execute(
+        "SELECT id, pinned, updated_at, useful, not_useful FROM pages "
+        f"WHERE id IN ({','.join('?' * len(ids))})",
+        list(ids),
+    )
+    return {
+        int(pid): _ranking.Signals(bool(pinned), float(updated), int(useful), int(not_useful))
+        for pid, pinned, updated, useful, not_useful in cur.fetchall()
+    }
 
 
 def _summary(head: Mapping[str, Any], now: float) -> PageSummary:
