@@ -120,3 +120,14 @@ def test_redaction_is_idempotent() -> None:
     text = " ".join(c[1] for c in CASES)
     once = redact(text)
     assert redact(once) == once
+
+
+def test_documentation_of_bearer_headers_is_not_classified_as_a_credential() -> None:
+    doc = 'A 401 carries `WWW-Authenticate: Bearer resource_metadata="https://h/.well-known/x"`.\n'
+    doc += "Send `Authorization: Bearer <credential>` or `Authorization: Bearer $TOKEN`.\n"
+    assert find_secrets(doc) == []
+
+
+def test_a_real_bearer_token_in_prose_is_still_classified() -> None:
+    assert find_secrets("curl -H 'Authorization: Bearer ivx9Qm2LkP0aZ7' host") != []
+    assert find_secrets("sent bearer QWERTYUIOP12345678 upstream") == ["bearer"]

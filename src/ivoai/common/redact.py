@@ -51,14 +51,23 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "authorization_header",
-        re.compile(r"(?i)\b(?P<keep>(?:proxy-)?authorization\s*[:=]\s*(?:bearer|basic|token)\s+)[^\s\"',;]+"),
+        # A placeholder (`<token>`, `$TOKEN`, `${TOKEN}`, `{token}`, `[token]`) is documentation.
+        re.compile(
+            r"(?i)\b(?P<keep>(?:proxy-)?authorization\s*[:=]\s*(?:bearer|basic|token)\s+)(?![<$%{\[])[^\s\"',;]+"
+        ),
     ),
     _Rule(
         "secret_header",
         re.compile(r"(?im)\b(?P<keep>(?:x-api-key|cookie|set-cookie|chatgpt-account-id)\s*:\s*)[^\r\n]+"),
         detect=False,
     ),
-    _Rule("bearer", re.compile(r"(?i)\b(?P<keep>bearer\s+)[A-Za-z0-9\-._~+/]{8,}=*")),
+    # Redaction takes any bearer-looking word; detection (refusing or skipping content) also wants a
+    # digit, so prose such as `WWW-Authenticate: Bearer resource_metadata="…"` in docs is not a secret.
+    _Rule("bearer", re.compile(r"(?i)\b(?P<keep>bearer\s+)[A-Za-z0-9\-._~+/]{8,}=*"), detect=False),
+    _Rule(
+        "bearer",
+        re.compile(r"(?i)\b(?P<keep>bearer\s+)(?=[A-Za-z\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*"),
+    ),
     _Rule(
         "url_credentials",
         re.compile(r"(?i)\b(?P<keep>[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(?P<tail>@)"),
