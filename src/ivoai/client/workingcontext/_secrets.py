@@ -1,65 +1,62 @@
 """Credential detection over up to 16 MiB of raw bytes, fast enough to run on every artifact.
 
-The authority is `ivoai.common.redact.find_secrets`: a payload is refused when it reports any
-credential form (plus a few raw-auth forms added here: Slack, Google, npm and Stripe keys).
+The authority is `ivoai.common.redact.find_secrets` (its `_PATTERNS`) plus a few raw-auth forms
+added here (Slack, Google, npm and Stripe keys): `scan_bytes(data)` returns exactly the names those
+Python patterns report over `data.decode("latin-1")` (one character per byte, so binary payloads
+are scanned too), in the same order. Only the speed differs.
 
-Running `find_secrets` over 16 MiB of log output takes seconds, so large payloads are scanned in
-two steps. First, literal-prefixed regular expressions over the lower-cased bytes find *candidate
-sites*: the anchors every known credential form starts with (`-----begin`, `bearer`, `sk-`, `ghp_`,
-`akia`, `eyj`, header names), `keyword[:=]` followed by 16 value characters, and
-`scheme://user:password@`. Then `find_secrets` runs on a small window around each site.
-Payloads up to SCAN_EXACT_MAX_BYTES are checked with `find_secrets` over the whole text, and a
-site count beyond ARTIFACT_SCAN_MAX_ANCHOR_HITS also falls back to the whole text, so the fast
-path only ever changes speed, never the verdict, for the forms it knows.
+Running the Python patterns over 16 MiB takes seconds, so the payload is scanned in one pass by
+RE2 (a DFA, linear time, no backtracking) with all detectors joined into one alternation, each a
+capture group. Each RE2 form is a translation of its Python pattern over Latin-1 that matches
+wherever the Python pattern matches:
 
-Bytes are decoded as Latin-1 (one character per byte), so binary payloads are scanned too.
+- `\\b` before a word character becomes "start of text or one non-word character" (consumed, as
+  RE2 has no look-behind); `\\b` after one becomes "end of text or one non-word character". The
+  word and space sets are computed from Python's own `\\w` and `\\s` over all 256 Latin-1 code
+  points, so Unicode rules (`é` is a word character, `\\xa0` a space) carry over exactly.
+- An unbounded repeat at the end of a pattern is cut to its minimum (`{16,}` -> `{16}`): only
+  existence matters. The PEM body (`.*?(END|\\Z)`) always matches once the header does.
+
+A hit is only a candidate: the Python pattern itself is then run at the hit (`match` at the hit
+and one character later, with the whole payload as context) and decides. The RE2 forms are pinned
+to the Python source they were written for: a pattern whose source changed, or a new one, has no
+RE2 form and is searched with Python over the whole text (slow, never wrong). Should RE2 hits keep
+failing that check (ARTIFACT_SCAN_MAX_ANCHOR_HITS of them), the remaining detectors fall back to
+that whole-text search too. Nothing here ever cuts the payload into windows, so a credential is
+found wherever it sits.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
+from typing import Any
 
-from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, KIB
-from ivoai.common.redact import find_secrets
+import re2  # type: ignore[import-untyped]
 
-SCAN_EXACT_MAX_BYTES = 64 * KIB  # below this, find_secrets runs over the whole payload
-_BEFORE = 64
-_AFTER = 512
+from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, MIB
+from ivoai.common.redact import _PATTERNS
 
-# Anchors searched in the lower-cased payload: (literal, rest, must start at a word boundary).
-# Each compiles to a literal-prefixed regex (`re` scans for a literal prefix far faster than
-# `bytes.find` on short needles); the boundary is a lookbehind placed *after* the literal so the
-# prefix scan is kept and look-alikes such as `task-` never reach Python.
-_ANCHOR_SPECS: tuple[tuple[bytes, bytes, bool], ...] = (
-    (b"-----begin", b"", False),
-    (b"authorization", b"", True),
-    (b"bearer", b"", True),
-    (b"api-key", b"", False),
-    (b"cookie", b"", True),
-    (b"chatgpt-account-id", b"", True),
-    (b"sk-", b"", True),
-    (b"k_live_", b"", False),
-    (b"gh", rb"(?:[pousr]|ithub_pat)_", True),
-    (b"ivc_", b"", True),
-    (b"akia", b"", True),
-    (b"asia", b"", True),
-    (b"aws_secret_access_key", b"", False),
-    (b"eyj", b"", True),
-    (b"xox", b"", True),
-    (b"aiza", b"", True),
-    (b"npm_", b"", True),
-)
-_ANCHORS: tuple[re.Pattern[bytes], ...] = tuple(
-    re.compile(re.escape(lit) + (rb"(?<![a-z0-9_]" + re.escape(lit) + rb")" if boundary else b"") + rest)
-    for lit, rest, boundary in _ANCHOR_SPECS
-)
-# More sites, also literal-prefixed: `keyword [:=] value` and `scheme://user:password@` (their
-# windows start _BEFORE bytes earlier anyway, so the keyword's own prefix such as `client_` is seen).
-_SITE_RES = tuple(
-    re.compile(re.escape(kw) + rb'"?\s{0,64}[:=]\s{0,64}"?[a-z0-9\-._~+/]{16}')
-    for kw in (b"code", b"credential", b"token", b"key", b"secret", b"password", b"passwd")
-) + (re.compile(rb"://[^/\s:@]{1,256}:[^@\s/]{1,256}@"),)
+# RE2's memory budget for one compiled union; the DFA cache lives inside it (default is 8 MiB).
+_RE2_MAX_MEM = 64 * MIB
 
+
+def _latin1_set(probe: str) -> bytes:
+    """The Latin-1 code points Python's `probe` class (`\\w`, `\\s`) matches, as an RE2 class body."""
+    rx = re.compile(probe)
+    return b"".join(b"\\x%02x" % c for c in range(256) if rx.fullmatch(chr(c)))
+
+
+_WORD = _latin1_set(r"\w")
+_SPACE = _latin1_set(r"\s")
+_PLACEHOLDERS = {
+    b"{B}": b"(?:^|[^" + _WORD + b"])",  # \b before a word character
+    b"{E}": b"(?:\\z|[^" + _WORD + b"])",  # \b after a word character
+    b"{S}": _SPACE,  # the body of a class: [{S}] is \s, [^{S}...] excludes it
+}
+
+# The extra raw-auth forms (not in common.redact, so nothing else redacts them differently).
 _EXTRA: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
@@ -68,46 +65,159 @@ _EXTRA: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def _check_text(text: str) -> list[str]:
-    names = find_secrets(text)
-    names.extend(name for name, pattern in _EXTRA if name not in names and pattern.search(text))
-    return names
+def _digit_within(other: bytes, any_: bytes, least: int) -> bytes:
+    """RE2 for a run of `any_` at least `least` long containing a digit (`other` = `any_` minus digits)."""
+    branches = [other + b"{%d}[0-9]" % i + (any_ + b"{%d}" % (least - 1 - i) if i < least - 1 else b"")
+                for i in range(least)]  # fmt: skip
+    return b"|".join([*branches, other + b"{%d,}[0-9]" % least])
 
 
-def _sites(lowered: bytes) -> list[int] | None:
-    """Candidate offsets, sorted; None when there are too many (scan everything instead)."""
-    sites: list[int] = []
-    limit = ARTIFACT_SCAN_MAX_ANCHOR_HITS
-    for site in _ANCHORS + _SITE_RES:
-        for m in site.finditer(lowered):
-            sites.append(m.start())
-            if len(sites) > limit:
-                return None
-    sites.sort()
-    return sites
+# name -> (the Python source and flags this form was written for, the RE2 form over Latin-1).
+_RE2_FORMS: dict[str, tuple[str, int, bytes]] = {
+    "pem_private_key": (
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+        re.DOTALL,
+        rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----",
+    ),
+    "authorization_header": (
+        r"(?i)\b(?P<keep>(?:proxy-)?authorization\s*[:=]\s*(?:bearer|basic|token)\s+)(?![<$%{\[])[^\s\"',;]+",
+        0,
+        rb"{B}(?i:(?:proxy-)?authorization)[{S}]*[:=][{S}]*(?i:bearer|basic|token)[{S}]+[^{S}\"',;<$%{\[]",
+    ),
+    "bearer": (
+        r"(?i)\b(?P<keep>bearer\s+)(?=[A-Za-z\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*",
+        0,
+        # The look-ahead wants a digit in the token: spelled out as "the first digit at index i".
+        rb"{B}(?i:bearer)[{S}]+(?:" + _digit_within(rb"[A-Za-z\-._~+/]", rb"[A-Za-z0-9\-._~+/]", 8) + rb")",
+    ),
+    "anthropic_key": (r"\bsk-ant-[A-Za-z0-9_\-]{8,}", 0, rb"{B}sk-ant-[A-Za-z0-9_\-]{8}"),
+    "openai_key": (
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",
+        0,
+        rb"{B}sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16}",
+    ),
+    "github_token": (
+        r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}",
+        0,
+        rb"{B}(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20}",
+    ),
+    "ivoai_credential": (r"\bivc_[A-Za-z0-9_\-]{20,}", 0, rb"{B}ivc_[A-Za-z0-9_\-]{20}"),
+    "aws_access_key": (r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", 0, rb"{B}(?:AKIA|ASIA)[A-Z0-9]{16}{E}"),
+    "aws_secret": (
+        r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*)[\"']?[A-Za-z0-9/+=]{40}[\"']?",
+        0,
+        rb"(?i:aws_secret_access_key)[{S}]*[=:][{S}]*[\"']?[A-Za-z0-9/+=]{40}",
+    ),
+    "jwt": (
+        r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}",
+        0,
+        rb"{B}eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5}",
+    ),
+    "labelled_secret": (
+        r"(?i)\b(?P<keep>(?:enrollment[_ -]?code|code|credential|access[_-]?token|refresh[_-]?token|"
+        r"api[_-]?key|client[_-]?secret|password|secret|token)\"?\s*[:=]\s*\"?)[A-Za-z0-9\-._~+/]{16,}=*",
+        0,
+        rb"{B}(?i:enrollment[_ -]?code|code|credential|access[_-]?token|refresh[_-]?token|"
+        rb"api[_-]?key|client[_-]?secret|password|secret|token)\"?[{S}]*[:=][{S}]*\"?[A-Za-z0-9\-._~+/]{16}",
+    ),
+    "slack_token": (r"\bxox[abprs]-[A-Za-z0-9-]{10,}", 0, rb"{B}xox[abprs]-[A-Za-z0-9-]{10}"),
+    "google_api_key": (r"\bAIza[0-9A-Za-z_\-]{35}", 0, rb"{B}AIza[0-9A-Za-z_\-]{35}"),
+    "npm_token": (r"\bnpm_[A-Za-z0-9]{36}", 0, rb"{B}npm_[A-Za-z0-9]{36}"),
+    "stripe_key": (r"\b[rs]k_live_[A-Za-z0-9]{16,}", 0, rb"{B}[rs]k_live_[A-Za-z0-9]{16}"),
+}
 
 
-def scan_bytes(data: bytes) -> list[str]:
-    """Names of the credential forms found in `data` (never the values)."""
-    if len(data) <= SCAN_EXACT_MAX_BYTES:
-        return _check_text(data.decode("latin-1"))
-    sites = _sites(data.lower())
-    if sites is None:
-        return _check_text(data.decode("latin-1"))
-    found: list[str] = []
-    covered = -1
-    for i in sites:
-        start, end = max(0, i - _BEFORE), i + _AFTER
-        if end <= covered:
+@dataclass(frozen=True)
+class _Detector:
+    name: str
+    pattern: re.Pattern[str]  # the authority, over the Latin-1 text
+    fast: bytes | None  # its RE2 form, or None: searched with `pattern` over the whole text
+
+
+def _expand(form: bytes) -> bytes:
+    for key, value in _PLACEHOLDERS.items():
+        form = form.replace(key, value)
+    return form
+
+
+def _detector(name: str, pattern: re.Pattern[str]) -> _Detector:
+    pinned = _RE2_FORMS.get(name)
+    if pinned is None:
+        return _Detector(name, pattern, None)
+    source, flags, form = pinned
+    if pattern.pattern != source or pattern.flags != re.compile(source, flags).flags:
+        return _Detector(name, pattern, None)  # redact changed this rule: stay exact, lose speed
+    return _Detector(name, pattern, _expand(form))
+
+
+DETECTORS: tuple[_Detector, ...] = tuple(_detector(name, pattern) for name, pattern in _PATTERNS + _EXTRA)
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.max_mem = _RE2_MAX_MEM
+    options.log_errors = False
+    return options
+
+
+@functools.lru_cache(maxsize=64)
+def _union(names: tuple[str, ...]) -> Any:
+    """One RE2 alternation of the named detectors' forms, group i+1 being names[i]."""
+    by_name = {d.name: d for d in DETECTORS}
+    source = b"|".join(b"(" + (by_name[n].fast or b"") + b")" for n in names)
+    return re2.compile(source, _options())
+
+
+def _authority_at(pattern: re.Pattern[str], text: str, start: int) -> bool:
+    """Whether `pattern` matches at `start` or one character later (an RE2 form may consume the `\\b`)."""
+    return pattern.match(text, start) is not None or pattern.match(text, start + 1) is not None
+
+
+def _group_index(match: Any, count: int) -> int:
+    for i in range(1, count + 1):
+        if match.start(i) >= 0:
+            return i - 1
+    raise AssertionError("RE2 union matched without a group")  # pragma: no cover - RE2 invariant
+
+
+def scan_bytes(data: bytes | bytearray | memoryview) -> list[str]:
+    """Names of the credential forms found in `data` (never the values), in detector order."""
+    found: set[str] = set()
+    slow = [d for d in DETECTORS if d.fast is None]
+    remaining = tuple(d for d in DETECTORS if d.fast is not None)
+    text: str | None = None  # decoded only once something needs the authority
+    pos = 0
+    refuted = 0
+    while remaining:
+        names = tuple(d.name for d in remaining)
+        hit = _union(names).search(data, pos)
+        if hit is None:
+            break
+        start = hit.start()
+        det = remaining[_group_index(hit, len(names))]
+        if text is None:
+            text = bytes(data).decode("latin-1")
+        if _authority_at(det.pattern, text, start):
+            found.add(det.name)
+            pos = start
+        else:
+            # The RE2 form matched where its Python pattern does not: settle this position for
+            # every remaining detector with the authority, then move past it.
+            refuted += 1
+            found.update(d.name for d in remaining if _authority_at(d.pattern, text, start))
+            pos = start + 1
+            if refuted > ARTIFACT_SCAN_MAX_ANCHOR_HITS:
+                slow.extend(d for d in remaining if d.name not in found)
+                break
+        # A confirmed detector leaves the union; the search resumes at the same position so
+        # another detector matching there too is still seen.
+        remaining = tuple(d for d in remaining if d.name not in found)
+    for det in slow:
+        if det.name in found:
             continue
-        # Widen the window to whitespace on both sides so no token is cut in half at an edge.
-        lo = max(0, start - _BEFORE)
-        ws = max(data.rfind(b" ", lo, start), data.rfind(b"\n", lo, start))
-        right = (data.find(b" ", end, end + _BEFORE), data.find(b"\n", end, end + _BEFORE))
-        nxt = [p for p in right if p != -1]
-        window = data[ws + 1 if ws >= 0 else lo : min(nxt) if nxt else end + _BEFORE]
-        for name in _check_text(window.decode("latin-1")):
-            if name not in found:
-                found.append(name)
-        covered = end
-    return found
+        if text is None:
+            text = bytes(data).decode("latin-1")
+        if det.pattern.search(text):
+            found.add(det.name)
+    return [d.name for d in DETECTORS if d.name in found]
