@@ -28,6 +28,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ from ivoai.common.limits import (
     GLOBAL_STORE_MAX_BYTES,
     GLOBAL_STORE_MAX_OBJECTS,
     LOCK_TIMEOUT_SECONDS,
+    MIB,
     SESSION_STORE_MAX_BYTES,
     SESSION_STORE_MAX_OBJECTS,
 )
@@ -84,6 +86,9 @@ PAYLOAD = "payload"
 META = "meta.json"
 _KNOWN_ROOT_ENTRIES = frozenset({OBJECTS, STAGING, LOCK})
 _OBJECT_FILES = frozenset({PAYLOAD, META})
+# In-memory input at least this large is scanned while another thread writes it (see
+# `_scan_while_writing`); below it, starting a thread costs more than the overlap saves.
+OVERLAP_MIN_BYTES = 1 * MIB
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _META_SCHEMA = 1
 
@@ -362,9 +367,16 @@ class ArtifactStore:
                 f"ttl_seconds must be an integer from 1 to {self.limits.ttl_max_seconds} (7 days)"
             )
 
+        frozen = b""
+        original_size = 0
         if isinstance(source, bytes | bytearray | memoryview):
-            # In-memory input is checked before anything touches the disk.
-            self._refuse_credentials(bytes(source[: self.limits.artifact_max_bytes]))
+            # A bytes input within the limit is used as is; anything else is copied once (frozen).
+            original_size = memoryview(source).nbytes
+            limit = self.limits.artifact_max_bytes
+            frozen = source[:limit] if isinstance(source, bytes) else bytes(source)[:limit]
+            if len(frozen) < OVERLAP_MIN_BYTES:
+                # Small in-memory input is checked before anything touches the disk.
+                self._refuse_credentials(frozen)
 
         from ivoai.common.ids import random_id
 
@@ -388,8 +400,14 @@ class ArtifactStore:
                 raise
             # Held until this call returns: `gc` only removes stages nobody holds (their writer died).
             fcntl.flock(stage_fd, fcntl.LOCK_EX)
-            kept, original_size, digest = self._stream_payload(stage_fd, source)
-            if not isinstance(source, bytes | bytearray | memoryview):
+            if isinstance(source, bytes | bytearray | memoryview):
+                kept = frozen
+                if len(kept) < OVERLAP_MIN_BYTES:
+                    digest = self._write_payload(stage_fd, kept)
+                else:
+                    digest = self._scan_while_writing(stage_fd, kept)
+            else:
+                kept, original_size, digest = self._stream_payload(stage_fd, source)
                 self._refuse_credentials(kept)
             now = self._clock()
             ref = ArtifactRef(
@@ -437,7 +455,62 @@ class ArtifactStore:
                 + "); it was refused and nothing was kept"
             )
 
-    def _stream_payload(self, stage_fd: int, source: Source) -> tuple[bytes, int, str]:
+    def _write_payload(self, stage_fd: int, kept: bytes) -> str:
+        """Write `kept` as `payload` in the staging directory and fsync; return its SHA-256."""
+        fd = os.open(PAYLOAD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     PRIVATE_FILE_MODE, dir_fd=stage_fd)  # fmt: skip
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+            _write_all(fd, kept)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return hashlib.sha256(kept).hexdigest()
+
+    def _scan_while_writing(self, stage_fd: int, kept: bytes) -> str:
+        """Scan `kept` for credentials while another thread hashes and writes it; return its SHA-256.
+
+        The copy goes into an *unnamed* file (`O_TMPFILE`) in the staging directory, and is linked
+        as `payload` only after the scan found nothing: a refused payload never gets a name and
+        vanishes with the descriptor, even if the process dies. RE2, hashlib, `write` and `fsync`
+        all release the GIL, so on two cores the scan costs little more than the write. Where the
+        filesystem has no `O_TMPFILE` (or `/proc` is missing) the scan simply runs first.
+        """
+        try:
+            fd = os.open(".", os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC, PRIVATE_FILE_MODE, dir_fd=stage_fd)
+        except OSError:
+            self._refuse_credentials(kept)
+            return self._write_payload(stage_fd, kept)
+        try:
+            digests: builtins.list[str] = []
+            failures: builtins.list[OSError] = []
+
+            def hash_and_write() -> None:
+                try:
+                    os.fchmod(fd, PRIVATE_FILE_MODE)
+                    digests.append(hashlib.sha256(kept).hexdigest())
+                    _write_all(fd, kept)
+                except OSError as exc:
+                    failures.append(exc)
+
+            writer = threading.Thread(target=hash_and_write, name="ivoai-artifact-write", daemon=True)
+            writer.start()
+            try:
+                self._refuse_credentials(kept)
+            finally:
+                writer.join()
+            if failures:
+                raise failures[0]
+            os.fsync(fd)
+            try:
+                os.link(f"/proc/self/fd/{fd}", PAYLOAD, dst_dir_fd=stage_fd, follow_symlinks=True)
+            except FileNotFoundError:  # no /proc: write the named copy the ordinary way
+                return self._write_payload(stage_fd, kept)
+            return digests[0]
+        finally:
+            os.close(fd)  # an unlinked (refused) copy is freed here
+
+    def _stream_payload(self, stage_fd: int, source: BinaryIO) -> tuple[bytes, int, str]:
         """Write up to the artifact limit into `payload` and fsync; return (kept, original size, sha256)."""
         limit = self.limits.artifact_max_bytes
         fd = os.open(PAYLOAD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -445,29 +518,22 @@ class ArtifactStore:
         hasher = hashlib.sha256()
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
-            if isinstance(source, bytes | bytearray | memoryview):
-                whole = bytes(source)
-                kept = whole[:limit]
-                original = len(whole)
-                hasher.update(kept)
-                _write_all(fd, kept)
-            else:
-                parts: builtins.list[bytes] = []
-                stored = 0
-                original = 0
-                while True:
-                    block = source.read(ARTIFACT_IO_CHUNK_BYTES)
-                    if not block:
-                        break
-                    original += len(block)
-                    room = limit - stored
-                    if room > 0:
-                        piece = block[:room]
-                        hasher.update(piece)
-                        _write_all(fd, piece)
-                        parts.append(piece)
-                        stored += len(piece)
-                kept = b"".join(parts)
+            parts: builtins.list[bytes] = []
+            stored = 0
+            original = 0
+            while True:
+                block = source.read(ARTIFACT_IO_CHUNK_BYTES)
+                if not block:
+                    break
+                original += len(block)
+                room = limit - stored
+                if room > 0:
+                    piece = block[:room]
+                    hasher.update(piece)
+                    _write_all(fd, piece)
+                    parts.append(piece)
+                    stored += len(piece)
+            kept = b"".join(parts)
             os.fsync(fd)
         finally:
             os.close(fd)
