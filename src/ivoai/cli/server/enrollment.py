@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import typer
 
 from ivoai.cli._output import info, print_json, print_table
 from ivoai.cli.server import data_dir_from
+from ivoai.cli.server._codes import code_row, iso, render_code_rows
 
 if TYPE_CHECKING:
     from ivoai.server.auth.enrollment import EnrollmentStore
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="One-time enrollment codes for clients.")
 clients_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Enrolled clients: list, revoke.")
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 def _store(ctx: typer.Context) -> EnrollmentStore:
@@ -49,11 +45,11 @@ def create(
     wanted = parse_scopes(scopes, default=DEFAULT_CLIENT_SCOPES, field="--scopes")
     created = _store(ctx).create_code(ttl_seconds=seconds, scopes=wanted)
     if json_out:
-        print_json({"id": created.id, "code": created.code, "expires_at": _iso(created.expires_at)})
+        print_json({"id": created.id, "code": created.code, "expires_at": iso(created.expires_at)})
         return
     # The code is printed once, unredacted, on stdout only; metadata goes to stderr.
     sys.stdout.write(created.code + "\n")
-    info(f"enrollment {created.id}: expires {_iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
+    info(f"enrollment {created.id}: expires {iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
     info(
         "give the code to the client over a private channel; it works once: "
         "ivoai connect server add ALIAS --url URL --code-stdin"
@@ -66,27 +62,8 @@ def list_codes(
 ) -> None:
     """List enrollment codes (metadata only; codes are never stored)."""
     store = _store(ctx)
-    rows = [
-        {
-            "id": r.id,
-            "status": store.code_status(r),
-            "created_at": _iso(r.created_at),
-            "expires_at": _iso(r.expires_at),
-            "consumed_at": _iso(r.consumed_at),
-            "revoked_at": _iso(r.revoked_at),
-            "client_id": r.client_id,
-            "scopes": r.scopes,
-        }
-        for r in store.list_codes()
-    ]
-    if json_out:
-        print_json(rows)
-        return
-    print_table(
-        "Enrollment codes",
-        ["ID", "STATUS", "EXPIRES", "CLIENT", "SCOPES"],
-        [[r["id"], r["status"], r["expires_at"], r["client_id"] or "", " ".join(r["scopes"])] for r in rows],  # type: ignore[arg-type]
-    )
+    rows = [code_row(r, store.code_status(r)) for r in store.list_codes()]
+    render_code_rows("Enrollment codes", rows, json_out=json_out)
 
 
 @app.command("revoke")
@@ -105,8 +82,8 @@ def list_clients(
         {
             "client_id": c.client_id,
             "status": "revoked" if c.revoked_at is not None else "active",
-            "created_at": _iso(c.created_at),
-            "revoked_at": _iso(c.revoked_at),
+            "created_at": iso(c.created_at),
+            "revoked_at": iso(c.revoked_at),
             "enrollment_id": c.enrollment_id,
             "scopes": c.scopes,
         }

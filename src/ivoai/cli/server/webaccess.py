@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import typer
 
-from ivoai.cli._output import info, print_json, print_table
+from ivoai.cli._output import info, print_json
 from ivoai.cli.server import data_dir_from
+from ivoai.cli.server._codes import code_row, iso, render_code_rows
 
 if TYPE_CHECKING:
     from ivoai.server.auth.oauth_store import OAuthStore
@@ -17,10 +17,6 @@ if TYPE_CHECKING:
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Activation codes for the Web MCP consent page."
 )
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 def _store(ctx: typer.Context) -> OAuthStore:
@@ -49,13 +45,13 @@ def create(
             {
                 "id": created.id,
                 "code": created.code,
-                "expires_at": _iso(created.expires_at),
+                "expires_at": iso(created.expires_at),
                 "scopes": created.scopes,
             }
         )
         return
     sys.stdout.write(created.code + "\n")
-    info(f"web-access {created.id}: expires {_iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
+    info(f"web-access {created.id}: expires {iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
     info("add the server's /mcp URL as a connector in ChatGPT or Claude; paste this code on its consent page")
 
 
@@ -65,27 +61,8 @@ def list_codes(
 ) -> None:
     """List activation codes (metadata only)."""
     store = _store(ctx)
-    rows = [
-        {
-            "id": r.id,
-            "status": store.activation_status(r),
-            "created_at": _iso(r.created_at),
-            "expires_at": _iso(r.expires_at),
-            "consumed_at": _iso(r.consumed_at),
-            "revoked_at": _iso(r.revoked_at),
-            "client_id": r.client_id,
-            "scopes": r.scopes,
-        }
-        for r in store.list_activations()
-    ]
-    if json_out:
-        print_json(rows)
-        return
-    print_table(
-        "Web access codes",
-        ["ID", "STATUS", "EXPIRES", "CLIENT", "SCOPES"],
-        [[r["id"], r["status"], r["expires_at"], r["client_id"] or "", " ".join(r["scopes"])] for r in rows],  # type: ignore[arg-type]
-    )
+    rows = [code_row(r, store.activation_status(r)) for r in store.list_activations()]
+    render_code_rows("Web access codes", rows, json_out=json_out)
 
 
 @app.command("revoke")
