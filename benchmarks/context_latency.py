@@ -1,5 +1,5 @@
-"""Hybrid search latency (dense + BM25 prefetch, RRF) on a Qdrant Edge shard of N chunks with synthetic
-vectors and synthetic text, against a raw qdrant-edge dense query on the same shard in the same run.
+"""Hybrid search latency (dense query + BM25 query, fused in ivoai) on a Qdrant Edge shard of N chunks
+with synthetic vectors and synthetic text, against a raw qdrant-edge dense query on the same shard.
 
 Usage: python benchmarks/context_latency.py [N]   (default 100000; HNSW build via optimize() dominates)
 """

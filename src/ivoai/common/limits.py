@@ -89,6 +89,7 @@ CONTEXT_WORK_BATCH_CHUNKS = 64  # chunks embedded before their documents are com
 CONTEXT_INDEX_UPSERT_BATCH = 256
 CONTEXT_PREFETCH_MIN = 50  # candidates fetched from each of dense and lexical before fusion
 CONTEXT_RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al.)
+CONTEXT_HYBRID_DENSE_WEIGHT = 0.75  # hybrid = 0.75 dense + 0.25 lexical (min-max normalized scores)
 CONTEXT_DENSE_FLOOR = 0.80  # relevance floor: e5 cosine below this only counts with a lexical match
 GIT_LS_FILES_MAX_BYTES = 64 * MIB
 GIT_TIMEOUT_SECONDS = 60.0

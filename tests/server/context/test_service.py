@@ -10,6 +10,7 @@ import pytest
 from ivoai.server.context.embeddings import BuiltinEmbedder
 from ivoai.server.context.errors import ConnectorNotFoundError, DocumentNotFoundError, InvalidQueryError
 from ivoai.server.context.service import ContextService
+from ivoai.server.datadir import ServerDataDir
 
 from .conftest import write_tree
 
@@ -33,7 +34,7 @@ def loaded(tmp_path: Path, svc: ContextService) -> ContextService:
 def test_health_is_ok_with_zero_connectors(svc: ContextService) -> None:
     h = svc.context_health()
     assert (h.status, h.connectors, h.documents, h.index_points) == ("ok", 0, 0, 0)
-    assert h.collection == "ivoai-context-v1-d384" and h.index_backend == "edge"
+    assert h.collection == "ivoai-context-v2-d384" and h.index_backend == "edge"
 
 
 def test_search_results_carry_source_metadata_and_are_labelled_untrusted(loaded: ContextService) -> None:
@@ -198,3 +199,24 @@ def test_merge_joins_consecutive_chunks_whatever_order_they_rank_in() -> None:
         ("b", [0], 0.7),
         ("a", [5], 0.5),
     ]
+
+
+def test_ingest_rebuilds_an_index_built_by_an_older_lexical_schema(
+    loaded: ContextService, data_dir: ServerDataDir
+) -> None:
+    from ivoai.server.context.index import COLLECTION
+
+    assert loaded.catalog.get_meta("index_schema") == COLLECTION
+    # what a data directory of the v1 analyzer looks like after upgrading: the old shard directory,
+    # the catalog naming it, and an empty collection of the current schema
+    old = data_dir.index / "ivoai-context-v1-d384"
+    old.mkdir()
+    loaded.catalog.set_meta("index_schema", "ivoai-context-v1-d384")
+    loaded.index.reset()
+    assert loaded.context_search("refresh_access_token", limit=3).results == []
+    assert loaded.ingest().status == "ok"
+    assert loaded.catalog.get_meta("index_schema") == COLLECTION
+    assert not old.exists()
+    hits = loaded.context_search("refresh_access_token", limit=3).results
+    assert hits and hits[0].path == "src/auth/tokens.py"
+    assert loaded.index.count() == loaded.catalog.counts()["chunks"]

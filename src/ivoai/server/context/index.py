@@ -1,11 +1,11 @@
 """The vector index behind one interface: a Qdrant Edge shard in DIR/index (default) or a Qdrant server.
 
 Each point is one chunk: a dense E5 vector (`dense`, cosine) and a BM25 sparse vector (`bm25`, IDF
-applied by the engine) computed with Qdrant Edge's own `Bm25` model (code-aware tokenizer: `parseConfig`
-and `parse_config` both yield `parse` and `config`). Hybrid search runs both as prefetches and fuses them
-with reciprocal rank fusion inside the engine; the dense prefetch carries the relevance floor, and the
-lexical prefetch only returns chunks sharing a term with the query. The same sparse vectors go to a
-Qdrant server, so both backends rank identically.
+applied by the engine) of the chunk's path and text, computed by ivoai's code-aware analyzer
+(`analyzer.py`: whole identifiers plus their snake_case/camelCase parts, light stemming). Hybrid search
+runs the dense query (with the relevance floor) and the lexical query (only chunks sharing a term with
+the query), each for `prefetch` candidates, and fuses them here by a convex combination of min-max
+normalized scores (dense weight `CONTEXT_HYBRID_DENSE_WEIGHT`), so both backends rank identically.
 
 The index is a cache: the catalog is authoritative and `rebuild` recreates the index from it.
 """
@@ -20,10 +20,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ivoai.common.limits import CONTEXT_INDEX_UPSERT_BATCH, CONTEXT_RRF_K, EMBEDDING_DIMENSIONS
+from ivoai.common.limits import (
+    CONTEXT_HYBRID_DENSE_WEIGHT,
+    CONTEXT_INDEX_UPSERT_BATCH,
+    EMBEDDING_DIMENSIONS,
+)
+from ivoai.server.context.analyzer import (
+    LEXICAL_SCHEMA,
+    Sparse,
+    convex_fusion,
+    lexical_text,
+    sparse_document,
+    sparse_query,
+)
 from ivoai.server.context.errors import IndexBusyError, VectorIndexError
 
-COLLECTION = f"ivoai-context-v1-d{EMBEDDING_DIMENSIONS}"
+# The version is the lexical schema: a new analyzer means new sparse vectors, hence a new collection
+# (the service rebuilds it from the catalog; see ContextService.ingest).
+COLLECTION = f"ivoai-context-v{LEXICAL_SCHEMA}-d{EMBEDDING_DIMENSIONS}"
 DENSE = "dense"
 SPARSE = "bm25"
 PAYLOAD_KEYWORDS = ("document_id", "connector", "path_prefixes")
@@ -77,22 +91,30 @@ def path_prefixes(path: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-_BM25: Any = None
-_BM25_LOCK = threading.Lock()
+def point_sparse(point: IndexPoint) -> Sparse:
+    """The BM25 document vector of a point: its path (from the payload) and its chunk text."""
+    return sparse_document(lexical_text(str(point.payload.get("path", "")), point.text))
 
 
-def bm25() -> Any:
-    """The process-wide Qdrant Edge BM25 model (code tokenizer, English stemming and stopwords)."""
-    global _BM25
-    with _BM25_LOCK:
-        if _BM25 is None:
-            import qdrant_edge as qe
-
-            _BM25 = qe.Bm25(qe.Bm25Config(tokenizer=qe.TokenizerType.Code, language="english"))
-        return _BM25
+def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], limit: int) -> list[Hit]:
+    """Hybrid ranking of the dense and lexical candidates (best first); the score is the fused score."""
+    payloads = {h.point_id: h.payload for h in (*lexical, *dense)}
+    fused = convex_fusion(
+        [(h.point_id, h.score) for h in dense],
+        [(h.point_id, h.score) for h in lexical],
+        CONTEXT_HYBRID_DENSE_WEIGHT,
+        limit,
+    )
+    return [Hit(pid, score, payloads[pid]) for pid, score in fused]
 
 
 # ------------------------------------------------------------------------------------------------ edge
+def _edge_sparse(vec: Sparse) -> Any:
+    import qdrant_edge as qe
+
+    return qe.SparseVector(indices=vec.indices, values=vec.values)
+
+
 _SHARDS: dict[str, tuple[Any, int]] = {}
 _SHARD_LOCKS: dict[str, threading.RLock] = {}
 _SHARDS_LOCK = threading.Lock()
@@ -201,12 +223,11 @@ class EdgeIndex:
         """Insert or replace points (dense + BM25 sparse vectors, payload)."""
         import qdrant_edge as qe
 
-        model = bm25()
         for i in range(0, len(points), CONTEXT_INDEX_UPSERT_BATCH):
             batch = [
                 qe.Point(
                     id=p.point_id,
-                    vector={DENSE: p.vector, SPARSE: model.embed_document(p.text)},
+                    vector={DENSE: p.vector, SPARSE: _edge_sparse(point_sparse(p))},
                     payload=p.payload,
                 )
                 for p in points[i : i + CONTEXT_INDEX_UPSERT_BATCH]
@@ -231,35 +252,36 @@ class EdgeIndex:
         self._call(self._shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
 
     def search(self, spec: SearchSpec) -> list[Hit]:
-        """Dense, lexical or hybrid (RRF) search with optional connector and path-prefix filters."""
+        """Dense, lexical or hybrid (fused) search with optional connector and path-prefix filters."""
+        if spec.mode == "dense":
+            return self._query(spec, "dense", spec.limit)
+        if spec.mode == "lexical":
+            return self._query(spec, "lexical", spec.limit)
+        depth = max(spec.prefetch, spec.limit)
+        return fuse(self._query(spec, "dense", depth), self._query(spec, "lexical", depth), spec.limit)
+
+    def _query(self, spec: SearchSpec, mode: str, limit: int) -> list[Hit]:
         import qdrant_edge as qe
 
         flt = _edge_filter(spec)
-        dense_q = qe.Query.Nearest(spec.dense, using=DENSE) if spec.dense is not None else None
-        sparse_q = None
-        if spec.query_text is not None:
-            sparse_q = qe.Query.Nearest(bm25().embed_query(spec.query_text), using=SPARSE)
-        if spec.mode == "dense":
+        if mode == "dense":
+            if spec.dense is None:
+                return []
             req = qe.QueryRequest(
-                limit=spec.limit,
-                query=dense_q,
+                limit=limit,
+                query=qe.Query.Nearest(spec.dense, using=DENSE),
                 filter=flt,
                 with_payload=True,
                 score_threshold=spec.dense_floor,
             )
-        elif spec.mode == "lexical":
-            req = qe.QueryRequest(limit=spec.limit, query=sparse_q, filter=flt, with_payload=True)
         else:
-            prefetches = [
-                qe.Prefetch(limit=spec.prefetch, query=dense_q, filter=flt, score_threshold=spec.dense_floor),
-                qe.Prefetch(limit=spec.prefetch, query=sparse_q, filter=flt),
-            ]
+            if spec.query_text is None:
+                return []
+            sparse = _edge_sparse(sparse_query(spec.query_text))
+            if not sparse.indices:  # no lexical token (punctuation only): nothing can match
+                return []
             req = qe.QueryRequest(
-                limit=spec.limit,
-                prefetches=prefetches,
-                query=qe.Fusion.Rrf(k=CONTEXT_RRF_K),  # type: ignore[arg-type]  # the stub omits nested classes
-                filter=flt,
-                with_payload=True,
+                limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt, with_payload=True
             )
         points = self._call(self._shard.query, req)
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
@@ -333,10 +355,10 @@ class QdrantIndex:
                 f"cannot open Qdrant collection {self.collection}: {type(exc).__name__}: {exc}"
             ) from None
 
-    def _sparse(self, vec: Any) -> Any:
+    def _sparse(self, vec: Sparse) -> Any:
         from qdrant_client import models as m
 
-        return m.SparseVector(indices=list(vec.indices), values=list(vec.values))
+        return m.SparseVector(indices=vec.indices, values=vec.values)
 
     def _filter(self, spec: SearchSpec) -> Any:
         from qdrant_client import models as m
@@ -358,12 +380,11 @@ class QdrantIndex:
         """Insert or replace points."""
         from qdrant_client import models as m
 
-        model = bm25()
         for i in range(0, len(points), CONTEXT_INDEX_UPSERT_BATCH):
             batch = [
                 m.PointStruct(
                     id=p.point_id,
-                    vector={DENSE: p.vector, SPARSE: self._sparse(model.embed_document(p.text))},
+                    vector={DENSE: p.vector, SPARSE: self._sparse(point_sparse(p))},
                     payload=p.payload,
                 )
                 for p in points[i : i + CONTEXT_INDEX_UPSERT_BATCH]
@@ -385,52 +406,38 @@ class QdrantIndex:
         self._call(self.client.delete, self.collection, m.FilterSelector(filter=flt), wait=True)
 
     def search(self, spec: SearchSpec) -> list[Hit]:
-        """Dense, lexical or hybrid (RRF) search."""
-        from qdrant_client import models as m
-
-        flt = self._filter(spec)
-        sparse = self._sparse(bm25().embed_query(spec.query_text)) if spec.query_text is not None else None
+        """Dense, lexical or hybrid (fused as for Edge) search."""
         if spec.mode == "dense":
-            res = self._call(
-                self.client.query_points,
-                self.collection,
-                query=spec.dense,
-                using=DENSE,
-                limit=spec.limit,
-                query_filter=flt,
-                score_threshold=spec.dense_floor,
-                with_payload=True,
-            )
-        elif spec.mode == "lexical":
-            res = self._call(
-                self.client.query_points,
-                self.collection,
-                query=sparse,
-                using=SPARSE,
-                limit=spec.limit,
-                query_filter=flt,
-                with_payload=True,
-            )
+            return self._query(spec, "dense", spec.limit)
+        if spec.mode == "lexical":
+            return self._query(spec, "lexical", spec.limit)
+        depth = max(spec.prefetch, spec.limit)
+        return fuse(self._query(spec, "dense", depth), self._query(spec, "lexical", depth), spec.limit)
+
+    def _query(self, spec: SearchSpec, mode: str, limit: int) -> list[Hit]:
+        flt = self._filter(spec)
+        if mode == "dense":
+            if spec.dense is None:
+                return []
+            query: Any = spec.dense
+            using, threshold = DENSE, spec.dense_floor
         else:
-            prefetch = [
-                m.Prefetch(
-                    query=spec.dense,
-                    using=DENSE,
-                    limit=spec.prefetch,
-                    filter=flt,
-                    score_threshold=spec.dense_floor,
-                ),
-                m.Prefetch(query=sparse, using=SPARSE, limit=spec.prefetch, filter=flt),
-            ]
-            res = self._call(
-                self.client.query_points,
-                self.collection,
-                prefetch=prefetch,
-                query=m.RrfQuery(rrf=m.Rrf(k=CONTEXT_RRF_K)),
-                limit=spec.limit,
-                query_filter=flt,
-                with_payload=True,
-            )
+            if spec.query_text is None:
+                return []
+            sparse = sparse_query(spec.query_text)
+            if not sparse.indices:
+                return []
+            query, using, threshold = self._sparse(sparse), SPARSE, None
+        res = self._call(
+            self.client.query_points,
+            self.collection,
+            query=query,
+            using=using,
+            limit=limit,
+            query_filter=flt,
+            score_threshold=threshold,
+            with_payload=True,
+        )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
 
     def iter_ids(self) -> Iterator[str]:

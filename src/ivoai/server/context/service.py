@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -72,6 +74,7 @@ from ivoai.server.datadir import ServerDataDir
 
 CONNECTOR_NAME = re.compile(rf"^[a-z0-9][a-z0-9_-]{{0,{CONTEXT_CONNECTOR_NAME_MAX_CHARS - 1}}}$")
 INGEST_LOCK = "context-ingest.lock"
+INDEX_SCHEMA_META = "index_schema"  # catalog meta: the collection (schema) the index was last built as
 ProgressFn = Callable[[IngestProgress], None]
 
 
@@ -229,6 +232,11 @@ class ContextService:
         """
         if connector is not None:
             self.catalog.connector(connector)
+        if self.catalog.get_meta(INDEX_SCHEMA_META) != COLLECTION:
+            if self.catalog.counts()["chunks"] > 0:  # built by an older analyzer: its sparse vectors differ
+                self.rebuild(progress)
+            else:
+                self.catalog.set_meta(INDEX_SCHEMA_META, COLLECTION)
         ing = Ingestor(
             self.catalog,
             self.index,
@@ -274,6 +282,9 @@ class ContextService:
                 chunks += self._rebuild_batch(index, buf, prog, progress)
                 index.flush()
                 self.catalog.set_meta("index_dirty", "0")
+                self.catalog.set_meta(INDEX_SCHEMA_META, COLLECTION)
+                if self.settings.index == "edge":
+                    _remove_old_shards(self.data_dir.index)
         except IngestRunningError:
             raise
         except IvoaiError as exc:
@@ -333,7 +344,7 @@ class ContextService:
         budget_bytes: int | None = None,
         mode: SearchMode = "hybrid",
     ) -> SearchResponse:
-        """Hybrid (dense + BM25, RRF) search; overlapping chunks of a document are merged.
+        """Hybrid (dense + BM25, fused scores) search; overlapping chunks of a document are merged.
 
         Raises:
             InvalidQueryError: empty/too long query, limit outside 1..100, bad path prefix or budget.
@@ -502,6 +513,13 @@ class ContextService:
     def skipped(self, connector: str | None = None) -> list[tuple[str, str, str]]:
         """(connector, path, reason) of files the last runs skipped."""
         return self.catalog.skipped(connector)
+
+
+def _remove_old_shards(index_dir: Path) -> None:
+    """Delete Edge shards of older index schemas (`ivoai-context-v1-d384`, …): rebuild replaced them."""
+    for old in index_dir.glob("ivoai-context-v*-d*"):
+        if old.name != COLLECTION and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _embedder_label(settings: ContextSettings) -> str:
