@@ -35,7 +35,7 @@ from ivoai.common.limits import (
     WEB_ACCESS_TTL_MAX_SECONDS,
 )
 from ivoai.server.auth._state import StateFile
-from ivoai.server.auth.enrollment import parse_ttl
+from ivoai.server.auth.enrollment import CodeRecord, parse_ttl
 from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, parse_scopes
 
 ACCESS_PREFIX = "ivo_at_"
@@ -65,15 +65,8 @@ class RegisteredClient(BaseModel):
     created_at: float
 
 
-class ActivationRecord(BaseModel):
-    id: str
-    code_sha256: str
-    created_at: float
-    expires_at: float
-    scopes: list[str]
-    consumed_at: float | None = None
-    revoked_at: float | None = None
-    client_id: str | None = None
+class ActivationRecord(CodeRecord):
+    """A Web consent activation code: the same one-time record as an enrollment code."""
 
 
 class GrantRecord(BaseModel):
