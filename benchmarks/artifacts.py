@@ -5,7 +5,10 @@
 - put_16mib_*: `ArtifactStore.put` of a 16 MiB artifact (staging, fsync, SHA-256, credential scan,
   quota recount under the lock, atomic rename) against raw write + fsync + SHA-256 of the same
   bytes into the same filesystem. `ratio` = reference seconds / measured seconds (goal >= 0.8).
-  `scan_share` is the part of the put spent in the credential scan, measured separately.
+  `scan_seconds` is the credential scan alone (`scan_bytes`), measured separately; since the put
+  of a large in-memory payload scans while another thread hashes and writes, the put costs less
+  than mechanics + scan.
+- scan_16mib_*: `scan_bytes` over the same 16 MiB against one SHA-256 pass over the same bytes.
 - range_read_*: `read_range` latency for 64 KiB and 1 MiB ranges of a 16 MiB artifact, cold (a new
   store object: the whole payload's SHA-256 is verified first) and warm (verification cached by
   inode/size/mtime/ctime), against a raw `pread` of the same range (cold: pread + SHA-256 of the file).
@@ -92,7 +95,9 @@ def _put_figure(base: Path, name: str, data: bytes, repeat: int) -> None:
             mech_t.append(_median(lambda s=store: s.put(data, session_id=f"bench-{next(counter)}"), 1))
         finally:
             _store_module.scan_bytes = scan_bytes
+    sha_t = [_median(lambda: hashlib.sha256(data).hexdigest(), 1) for _ in range(repeat)]
     ref_s, put_s, mech_s, scan_s = (statistics.median(t) for t in (raw_t, put_t, mech_t, scan_t))
+    sha_s = statistics.median(sha_t)
     _emit(
         figure=f"put_16mib_{name}",
         seconds=round(put_s, 4),
@@ -109,6 +114,14 @@ def _put_figure(base: Path, name: str, data: bytes, repeat: int) -> None:
         reference="raw write+fsync+sha256",
         reference_seconds=round(ref_s, 4),
         ratio=round(ref_s / mech_s, 3),
+    )
+    _emit(
+        figure=f"scan_16mib_{name}",
+        ms=round(scan_s * 1000, 2),
+        mib_per_s=round(16 / scan_s, 1),
+        reference="sha256 of the same 16 MiB",
+        reference_ms=round(sha_s * 1000, 2),
+        ratio=round(sha_s / scan_s, 3),
     )
 
 

@@ -126,7 +126,7 @@ def test_a_credential_buried_in_a_large_payload_gets_the_same_verdict(text: str)
 def test_every_credential_form_is_found_at_the_start_middle_end_and_across_boundaries() -> None:
     size = ARTIFACT_IO_CHUNK_BYTES + 8 * KIB
     base = filler(size)
-    assert authority(base) == []
+    assert authority(FILLER * 3) == []  # the filler repeats this line
     for _name, sample in SAMPLES:
         secret = sample.encode("latin-1")
         expected = authority(b"\n" + secret + b"\n")
