@@ -23,7 +23,7 @@ import httpx2
 from ivoai.client.config.secrets import SecretsStore, new_secret_id
 from ivoai.client.connections.errors import EnrollmentError, InsecureServerError, RedirectRefusedError
 from ivoai.client.connections.registry import ConnectionRegistry, now_iso
-from ivoai.client.connections.urls import is_loopback_host, normalize_server_url
+from ivoai.client.connections.urls import normalize_server_url
 from ivoai.client.knowledge.profiles import (
     PRIORITY_DEFAULT,
     ServerProfile,
@@ -39,6 +39,7 @@ from ivoai.common.limits import (
     ENROLL_PROBE_TIMEOUT_SECONDS,
     ENROLL_RESPONSE_MAX_BYTES,
 )
+from ivoai.common.net import is_loopback_host
 from ivoai.common.paths import XdgPaths
 from ivoai.common.protocol import DISCOVERY_PATH, PROTOCOL_VERSION, DiscoveryDocument, EnrollResponse
 

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from ivoai.common.errors import ValidationError
+from ivoai.common.net import is_loopback_host
 
 URL_MAX_CHARS = 2048
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for `localhost`, 127.0.0.0/8 and ::1."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def normalize_server_url(url: str, *, field: str = "--url") -> str:

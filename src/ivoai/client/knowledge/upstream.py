@@ -142,7 +142,7 @@ def make_http_client(
 
 
 def _is_loopback_origin(origin: str) -> bool:
-    from ivoai.client.connections.urls import is_loopback_host
+    from ivoai.common.net import is_loopback_host
 
     return is_loopback_host(urlsplit(origin).hostname or "")
 

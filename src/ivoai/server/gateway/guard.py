@@ -24,8 +24,9 @@ from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ivoai.common.limits import HTTP_BODY_MAX_BYTES, HTTP_READ_TIMEOUT_SECONDS, HTTP_WRITE_TIMEOUT_SECONDS
+from ivoai.common.net import is_loopback_host
 from ivoai.server.gateway.bearer import send_json
-from ivoai.server.gateway.settings import GatewaySettings, IpNetwork, is_loopback_host
+from ivoai.server.gateway.settings import GatewaySettings, IpNetwork
 
 CORS_PATHS = frozenset({"/token", "/register", "/revoke"})
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")

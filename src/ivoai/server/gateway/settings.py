@@ -27,21 +27,11 @@ from ivoai.common.limits import (
     REINGEST_INTERVAL_DEFAULT_SECONDS,
     REINGEST_INTERVAL_MIN_SECONDS,
 )
+from ivoai.common.net import is_loopback_host
 from ivoai.server.datadir import ServerDataDir
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for `localhost` and any loopback IP literal (127.0.0.0/8, ::1)."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_listen(value: str) -> tuple[str, int]:
