@@ -20,10 +20,12 @@ wherever the Python pattern matches:
 A hit is only a candidate: the Python pattern itself is then run at the hit (`match` at the hit
 and one character later, with the whole payload as context) and decides. The RE2 forms are pinned
 to the Python source they were written for: a pattern whose source changed, or a new one, has no
-RE2 form and is searched with Python over the whole text (slow, never wrong). Should RE2 hits keep
-failing that check (ARTIFACT_SCAN_MAX_ANCHOR_HITS of them), the remaining detectors fall back to
-that whole-text search too. Nothing here ever cuts the payload into windows, so a credential is
-found wherever it sits.
+RE2 form and is searched with Python over the whole text (slow, never wrong); so is every pattern
+if the `re2` module cannot be imported. Should RE2 hits keep failing that check
+(ARTIFACT_SCAN_MAX_ANCHOR_HITS of them), the remaining detectors fall back to that whole-text
+search too. The bearer rule's look-ahead ("a digit somewhere in the token") is spelled out as an
+alternation. Nothing here ever cuts the payload into windows, so a credential is found wherever
+it sits.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
+try:
+    import re2  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - google-re2 is a dependency with wheels for common platforms
+    re2 = None  # every detector then searches with Python: exact, slow
 
 from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, MIB
 from ivoai.common.redact import _PATTERNS
@@ -144,7 +149,7 @@ def _expand(form: bytes) -> bytes:
 
 def _detector(name: str, pattern: re.Pattern[str]) -> _Detector:
     pinned = _RE2_FORMS.get(name)
-    if pinned is None:
+    if pinned is None or re2 is None:
         return _Detector(name, pattern, None)
     source, flags, form = pinned
     if pattern.pattern != source or pattern.flags != re.compile(source, flags).flags:
