@@ -245,3 +245,16 @@ def test_python_classes_inside_the_rules_are_ascii_over_latin_1() -> None:
     # because no Latin-1 character outside ASCII case-folds onto an ASCII letter.
     folded = re.compile(r"(?i)[a-z]")
     assert [c for c in range(128, 256) if folded.fullmatch(chr(c))] == []
+
+
+_BYTE_PIECES = st.one_of(
+    st.sampled_from([s.encode("latin-1") for _, s in SAMPLES]),
+    st.binary(max_size=8),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_BYTE_PIECES, max_size=10))
+def test_random_bytes_around_credential_forms_get_pythons_verdict(pieces: list[bytes]) -> None:
+    payload = b"".join(pieces)
+    assert scan_bytes(payload) == authority(payload)
