@@ -370,7 +370,7 @@ class ArtifactStore:
         frozen = b""
         original_size = 0
         if isinstance(source, bytes | bytearray | memoryview):
-            # A bytes input within the limit is used as is; anything else is copied once (frozen).
+            # A bytes input within the limit is used as is; anything else is copied (frozen).
             original_size = memoryview(source).nbytes
             limit = self.limits.artifact_max_bytes
             frozen = source[:limit] if isinstance(source, bytes) else bytes(source)[:limit]
@@ -504,7 +504,7 @@ class ArtifactStore:
             os.fsync(fd)
             try:
                 os.link(f"/proc/self/fd/{fd}", PAYLOAD, dst_dir_fd=stage_fd, follow_symlinks=True)
-            except FileNotFoundError:  # no /proc: write the named copy the ordinary way
+            except OSError:  # no /proc (or a linking policy): write the named copy the ordinary way
                 return self._write_payload(stage_fd, kept)
             return digests[0]
         finally:
