@@ -3,8 +3,11 @@
     .venv/bin/python benchmarks/gateway_bench.py [--seconds 10] [--soak-seconds 60]
 
 Both servers run in their own process under uvicorn on 127.0.0.1 with the same transport mode
-(stateless Streamable HTTP, JSON responses: what the native routes use); one client process drives
-them with the same code (raw JSON-RPC `tools/call` POSTs over keep-alive connections, N workers).
+(stateless Streamable HTTP, JSON responses: what the native routes use), the same listening socket
+(`runner.bind`: TCP_NODELAY) and the same uvicorn settings (`runner.server_config`: the gateway's
+h11 protocol, limits and timeouts); one client process drives them with the same code (raw JSON-RPC
+`tools/call` POSTs over keep-alive connections, N workers). `--no-nodelay` clears TCP_NODELAY on
+both listeners, reproducing the ~40 ms delayed-ACK stall of the runs before commit 20545d8.
 
 - reference: `MCPServer` with one no-op tool, no auth, no guard;
 - gateway: the real app (guard, bearer check against the enrollment store, scope checks, the real
@@ -59,10 +62,12 @@ class HashEmbedder:
 
 
 def _bind() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(2048)
+    """The gateway's own listener (TCP_NODELAY), for both servers; see `--no-nodelay`."""
+    from ivoai.server.gateway.runner import bind
+
+    sock = bind("127.0.0.1", 0)
+    if os.environ.get("BENCH_NO_NODELAY"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
     return sock
 
 
@@ -70,6 +75,9 @@ def serve_reference(port_file: Path) -> None:
     import uvicorn
     from mcp.server.mcpserver import MCPServer
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from ivoai.server.gateway.runner import server_config
+    from ivoai.server.gateway.settings import GatewaySettings
 
     server: MCPServer[Any] = MCPServer("bare", log_level="WARNING")
 
@@ -86,9 +94,8 @@ def serve_reference(port_file: Path) -> None:
     )
     sock = _bind()
     port_file.write_text(str(sock.getsockname()[1]))
-    uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")).run(
-        sockets=[sock]
-    )
+    settings = GatewaySettings(listen_port=sock.getsockname()[1])
+    uvicorn.Server(server_config(app, settings)).run(sockets=[sock])
 
 
 def serve_gateway(data_root: Path, port_file: Path) -> None:
@@ -179,6 +186,12 @@ def start(args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
     raise RuntimeError(f"server {args[0]} did not start")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -193,7 +206,9 @@ async def load(
     workers: int,
     seconds: float,
     method: str = "tools/call",
+    pid: int | None = None,
 ) -> dict[str, Any]:
+    """Drive `url` with `workers` keep-alive clients for `seconds`; with `pid`, also the server's CPU."""
     latencies: list[float] = []
     status_counts: dict[int, int] = {}
     errors = 0
@@ -225,11 +240,18 @@ async def load(
                 i += workers
 
         started = time.monotonic()
+        cpu0, client0 = (cpu_seconds(pid) if pid else 0.0), time.process_time()
         await asyncio.gather(*(worker(w) for w in range(workers)))
         elapsed = time.monotonic() - started
+        cpu1, client1 = (cpu_seconds(pid) if pid else 0.0), time.process_time()
     latencies.sort()
     n = len(latencies)
     return {
+        # Server CPU per call: what the server itself spends, much less sensitive than rps to what
+        # the other tenants of a shared machine are doing; and the client's own CPU share (near 1.0
+        # means the single client process, not the server, bounds the throughput).
+        "server_cpu_ms": 1000 * (cpu1 - cpu0) / n if n else None,
+        "client_cpu_share": (client1 - client0) / elapsed if elapsed else 0.0,
         "requests": n,
         "rps": n / elapsed if elapsed else 0.0,
         "p50_ms": 1000 * latencies[n // 2] if n else None,
@@ -243,13 +265,14 @@ async def load(
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-field medians of rps, p50 and p99 over rounds."""
     out: dict[str, Any] = {}
-    for key in ("rps", "p50_ms", "p99_ms"):
+    for key in ("rps", "p50_ms", "p99_ms", "server_cpu_ms", "client_cpu_share"):
         values = sorted(r[key] for r in results)
         out[key] = values[len(values) // 2]
     return out
 
 
 def emit(**fields: Any) -> None:
+    fields["tcp_nodelay"] = not os.environ.get("BENCH_NO_NODELAY")
     print(json.dumps(fields, sort_keys=True), flush=True)
 
 
@@ -259,7 +282,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--soak-seconds", type=float, default=60.0)
     parser.add_argument("--concurrency", type=int, nargs="*", default=[16, 64])
+    parser.add_argument(
+        "--no-nodelay", action="store_true", help="clear TCP_NODELAY on both listeners (old setting)"
+    )
     args = parser.parse_args()
+    if args.no_nodelay:
+        os.environ["BENCH_NO_NODELAY"] = "1"
 
     with tempfile.TemporaryDirectory(prefix="ivoai-bench-") as tmp:
         data_root = Path(tmp) / "srv"
@@ -285,8 +313,16 @@ def main() -> None:
             for conc in args.concurrency[:1]:
                 pings: dict[str, list[dict[str, Any]]] = {"ref": [], "gw": []}
                 for _ in range(args.rounds):
-                    pings["ref"].append(asyncio.run(load(ref_url, {}, [], conc, args.seconds, method="ping")))
-                    pings["gw"].append(asyncio.run(load(gw_url, auth, [], conc, args.seconds, method="ping")))
+                    pings["ref"].append(
+                        asyncio.run(
+                            load(ref_url, {}, [], conc, args.seconds, method="ping", pid=ref_proc.pid)
+                        )
+                    )
+                    pings["gw"].append(
+                        asyncio.run(
+                            load(gw_url, auth, [], conc, args.seconds, method="ping", pid=gw_proc.pid)
+                        )
+                    )
                 ref_ping, gw_ping = _median(pings["ref"]), _median(pings["gw"])
                 ping_ratios = sorted(
                     g["rps"] / r["rps"] for g, r in zip(pings["gw"], pings["ref"], strict=True)
@@ -299,6 +335,10 @@ def main() -> None:
                     ratio_vs_reference=round(ping_ratios[len(ping_ratios) // 2], 3),
                     p99_ms=round(gw_ping["p99_ms"], 1),
                     reference_p99_ms=round(ref_ping["p99_ms"], 1),
+                    server_cpu_ms=round(gw_ping["server_cpu_ms"], 2),
+                    reference_server_cpu_ms=round(ref_ping["server_cpu_ms"], 2),
+                    cpu_ratio_vs_reference=round(ref_ping["server_cpu_ms"] / gw_ping["server_cpu_ms"], 3),
+                    client_cpu_share=round(gw_ping["client_cpu_share"], 2),
                 )
             # Interleaved rounds (reference, search, memory, reference, ...) so that load from other
             # processes on a shared machine hits both sides alike; figures are medians over rounds.
@@ -309,12 +349,14 @@ def main() -> None:
                     "memory_query": [],
                 }
                 for _ in range(args.rounds):
-                    rounds["ref"].append(asyncio.run(load(ref_url, {}, noop_calls, conc, args.seconds)))
+                    rounds["ref"].append(
+                        asyncio.run(load(ref_url, {}, noop_calls, conc, args.seconds, pid=ref_proc.pid))
+                    )
                     rounds["context_search"].append(
-                        asyncio.run(load(gw_url, auth, search_calls, conc, args.seconds))
+                        asyncio.run(load(gw_url, auth, search_calls, conc, args.seconds, pid=gw_proc.pid))
                     )
                     rounds["memory_query"].append(
-                        asyncio.run(load(mem_url, auth, memory_calls, conc, args.seconds))
+                        asyncio.run(load(mem_url, auth, memory_calls, conc, args.seconds, pid=gw_proc.pid))
                     )
                 ref = _median(rounds["ref"])
                 emit(
@@ -325,6 +367,8 @@ def main() -> None:
                     p99_ms=round(ref["p99_ms"], 1),
                     errors=sum(r["errors"] for r in rounds["ref"]),
                     http_5xx=sum(r["http_5xx"] for r in rounds["ref"]),
+                    server_cpu_ms=round(ref["server_cpu_ms"], 2),
+                    client_cpu_share=round(ref["client_cpu_share"], 2),
                 )
                 for tool in ("context_search", "memory_query"):
                     res = _median(rounds[tool])
@@ -341,6 +385,11 @@ def main() -> None:
                         p99_ratio_vs_reference=round(res["p99_ms"] / ref["p99_ms"], 2),
                         errors=sum(r["errors"] for r in rounds[tool]),
                         http_5xx=sum(r["http_5xx"] for r in rounds[tool]),
+                        # Reference CPU per call over the gateway's: the throughput ratio a
+                        # CPU-bound server would reach, independent of the client and of other tenants.
+                        server_cpu_ms=round(res["server_cpu_ms"], 2),
+                        cpu_ratio_vs_reference=round(ref["server_cpu_ms"] / res["server_cpu_ms"], 3),
+                        client_cpu_share=round(res["client_cpu_share"], 2),
                     )
             if args.soak_seconds > 0:
                 mixed = search_calls + memory_calls

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import uvicorn
+from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ivoai.common.errors import IvoaiError
@@ -113,10 +114,16 @@ class HeaderTimeoutH11(H11Protocol):
 
 def uvicorn_config(app: GatewayApp, *, header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS) -> uvicorn.Config:
     """uvicorn settings for the gateway (see module doc)."""
-    s = app.settings
+    return server_config(app.asgi, app.settings, header_timeout=header_timeout)
+
+
+def server_config(
+    asgi: ASGIApp, s: GatewaySettings, *, header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS
+) -> uvicorn.Config:
+    """The gateway's uvicorn settings for any ASGI app (the benchmark serves its reference with them)."""
     protocol = type("GatewayH11", (HeaderTimeoutH11,), {"header_timeout": header_timeout})
     return uvicorn.Config(
-        app.asgi,
+        asgi,
         http=protocol,
         ssl_certfile=str(s.tls_cert) if s.tls_cert else None,
         ssl_keyfile=str(s.tls_key) if s.tls_key else None,

@@ -90,6 +90,8 @@ _HEAD_COLUMNS = (
     "created_at, updated_at, useful, not_useful"
 )
 
+_SIGNAL_COLUMNS = "p.id, p.pinned, p.updated_at, p.useful, p.not_useful"  # what fusion reads of a page
+
 
 def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
@@ -202,14 +204,17 @@ class MemoryService:
         scope_args: list[Any] = [ws, *projects, now]
         with self._db.read() as conn:
             lexical: list[int] = []
+            signals: dict[int, _ranking.Signals] = {}
             if expression is not None:
+                # The join reads each candidate's page row anyway: take its ranking signals along.
                 rows = conn.execute(
-                    "SELECT p.id FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid "
+                    f"SELECT {_SIGNAL_COLUMNS} FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid "
                     f"WHERE pages_fts MATCH ? AND {scope_sql} "
                     f"ORDER BY bm25(pages_fts, {', '.join(map(str, _ranking.BM25_WEIGHTS))}) LIMIT ?",
                     [expression, *scope_args, candidates],
                 ).fetchall()
-                lexical = [int(r[0]) for r in rows]
+                signals = _signals(rows)
+                lexical = list(signals)
             semantic: list[tuple[int, float]] = []
             if query_vector is not None and self._embedder is not None:
                 semantic = self._vectors.candidates(
@@ -217,12 +222,8 @@ class MemoryService:
                 )
             # Fusion ignores a semantic candidate below the floor, so only the others need signals;
             # full heads are read for the hits alone.
-            ids = list(
-                dict.fromkeys(
-                    [*lexical, *(pid for pid, cosine in semantic if cosine >= _ranking.DENSE_FLOOR)]
-                )
-            )
-            signals = _signals_by_id(conn, ids)
+            extra = [pid for pid, cosine in semantic if cosine >= _ranking.DENSE_FLOOR and pid not in signals]
+            signals.update(_signals_by_id(conn, extra))
             ranked = _ranking.fuse(lexical, semantic, signals, now)[:limit]
             heads = _heads_by_id(conn, [r.page_id for r in ranked])
             hits = []
@@ -696,18 +697,21 @@ def _heads_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, dict
     return {int(r[0]): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
 
 
+def _signals(rows: Sequence[Sequence[Any]]) -> dict[int, _ranking.Signals]:
+    """Ranking signals by page id from `_SIGNAL_COLUMNS` rows, in row order."""
+    return {
+        int(pid): _ranking.Signals(bool(pinned), float(updated), int(useful), int(not_useful))
+        for pid, pinned, updated, useful, not_useful in rows
+    }
+
+
 def _signals_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, _ranking.Signals]:
     if not ids:
         return {}
     cur = conn.execute(
-        "SELECT id, pinned, updated_at, useful, not_useful FROM pages "
-        f"WHERE id IN ({','.join('?' * len(ids))})",
-        list(ids),
+        f"SELECT {_SIGNAL_COLUMNS} FROM pages p WHERE p.id IN ({','.join('?' * len(ids))})", list(ids)
     )
-    return {
-        int(pid): _ranking.Signals(bool(pinned), float(updated), int(useful), int(not_useful))
-        for pid, pinned, updated, useful, not_useful in cur.fetchall()
-    }
+    return _signals(cur.fetchall())
 
 
 def _summary(head: Mapping[str, Any], now: float) -> PageSummary:
