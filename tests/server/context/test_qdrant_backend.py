@@ -38,3 +38,46 @@ def test_qdrant_backend_ingests_searches_hybrid_filters_and_purges(
         assert svc.ingest().connectors[0].chunks_embedded == 0
         svc.remove_connector("d")
         assert index.count() == 0
+
+
+def test_edge_and_qdrant_backends_rank_hybrid_searches_identically(tmp_path: Path) -> None:
+    import math
+
+    from ivoai.server.context.index import EdgeIndex, IndexPoint, SearchSpec, path_prefixes
+
+    texts = {
+        "src/auth/tokens.py": "def refresh_access_token(session): exchange the refresh token",
+        "src/auth/README.md": "Authentication uses short-lived access tokens refreshed by the client.",
+        "src/http/headers.py": "def merge_request_headers(request, extra_headers): return merged headers",
+        "docs/search.md": "Hybrid retrieval fuses dense and lexical scores.",
+        "ops/runbook.md": "When the payment queue backs up, scale the worker pool.",
+    }
+
+    def unit(i: int) -> list[float]:
+        raw = [math.sin(i * 7 + d) for d in range(384)]
+        norm = math.sqrt(sum(x * x for x in raw))
+        return [x / norm for x in raw]
+
+    points = [
+        IndexPoint(
+            f"00000000-0000-0000-0000-00000000000{i + 1}",
+            unit(i),
+            text,
+            {"document_id": f"d{i}", "connector": "c", "path": path, "path_prefixes": path_prefixes(path)},
+        )
+        for i, (path, text) in enumerate(texts.items())
+    ]
+    edge = EdgeIndex(tmp_path / "edge")
+    server = QdrantIndex(QdrantClient(":memory:"))
+    try:
+        for index in (edge, server):
+            index.upsert(points)
+        for query_text, dense_of in (("refresh access tokens", 0), ("request headers", 3), ("auth", 4)):
+            spec = SearchSpec(limit=5, dense=unit(dense_of), query_text=query_text, prefetch=5)
+            a, b = edge.search(spec), server.search(spec)
+            assert len(a) >= 2
+            assert [h.point_id for h in a] == [h.point_id for h in b]
+            assert [round(h.score, 5) for h in a] == [round(h.score, 5) for h in b]
+    finally:
+        edge.close()
+        server.close()
