@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -199,16 +201,23 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def load(
-    url: str,
-    headers: dict[str, str],
-    calls: list[dict[str, Any]],
-    workers: int,
-    seconds: float,
-    method: str = "tools/call",
-    pid: int | None = None,
+WORKERS_PER_CLIENT_PROCESS = 16  # beyond this one httpx client process, not the server, is the bottleneck
+_POOL: list[concurrent.futures.ProcessPoolExecutor] = []
+
+
+def _client_pool() -> concurrent.futures.ProcessPoolExecutor:
+    """Client processes for loads above WORKERS_PER_CLIENT_PROCESS workers (spawned once, kept)."""
+    if not _POOL:
+        pool = concurrent.futures.ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn"))
+        list(pool.map(time.sleep, [0.0] * 8))
+        _POOL.append(pool)
+    return _POOL[0]
+
+
+async def _drive(
+    url: str, headers: dict[str, str], calls: list[dict[str, Any]], workers: int, seconds: float, method: str
 ) -> dict[str, Any]:
-    """Drive `url` with `workers` keep-alive clients for `seconds`; with `pid`, also the server's CPU."""
+    """One client process's share: `workers` keep-alive clients for `seconds`; raw figures."""
     latencies: list[float] = []
     status_counts: dict[int, int] = {}
     errors = 0
@@ -239,25 +248,69 @@ async def load(
                     errors += 1
                 i += workers
 
-        started = time.monotonic()
-        cpu0, client0 = (cpu_seconds(pid) if pid else 0.0), time.process_time()
+        started, client0 = time.monotonic(), time.process_time()
         await asyncio.gather(*(worker(w) for w in range(workers)))
-        elapsed = time.monotonic() - started
-        cpu1, client1 = (cpu_seconds(pid) if pid else 0.0), time.process_time()
-    latencies.sort()
+        elapsed, client_cpu = time.monotonic() - started, time.process_time() - client0
+    return {
+        "latencies": latencies,
+        "status": status_counts,
+        "errors": errors,
+        "elapsed": elapsed,
+        "client_cpu": client_cpu,
+    }
+
+
+def _drive_sync(job: tuple[Any, ...]) -> dict[str, Any]:
+    return asyncio.run(_drive(*job))
+
+
+async def load(
+    url: str,
+    headers: dict[str, str],
+    calls: list[dict[str, Any]],
+    workers: int,
+    seconds: float,
+    method: str = "tools/call",
+    pid: int | None = None,
+) -> dict[str, Any]:
+    """Drive `url` with `workers` keep-alive clients for `seconds`; with `pid`, also the server's CPU.
+
+    Up to WORKERS_PER_CLIENT_PROCESS workers run in this process; more are split over client
+    processes (a single httpx client process costs ~3x more CPU per request at 64 connections than
+    at 16 and became the bottleneck, compressing every ratio towards 1).
+    """
+    procs = max(1, math.ceil(workers / WORKERS_PER_CLIENT_PROCESS))
+    shares = [workers // procs + (1 if k < workers % procs else 0) for k in range(procs)]
+    cpu0 = cpu_seconds(pid) if pid else 0.0
+    if procs == 1:
+        parts = [await _drive(url, headers, calls, workers, seconds, method)]
+    else:
+        loop = asyncio.get_running_loop()
+        jobs = [(url, headers, calls, share, seconds, method) for share in shares]
+        parts = list(
+            await asyncio.gather(*(loop.run_in_executor(_client_pool(), _drive_sync, job) for job in jobs))
+        )
+    cpu1 = cpu_seconds(pid) if pid else 0.0
+    latencies = sorted(x for part in parts for x in part["latencies"])
+    status_counts: dict[int, int] = {}
+    for part in parts:
+        for code, count in part["status"].items():
+            status_counts[code] = status_counts.get(code, 0) + count
     n = len(latencies)
+    elapsed = max(part["elapsed"] for part in parts)
     return {
         # Server CPU per call: what the server itself spends, much less sensitive than rps to what
-        # the other tenants of a shared machine are doing; and the client's own CPU share (near 1.0
-        # means the single client process, not the server, bounds the throughput).
+        # the other tenants of a shared machine are doing; and the clients' CPU per client process
+        # (near 1.0 means the clients, not the server, bound the throughput).
         "server_cpu_ms": 1000 * (cpu1 - cpu0) / n if n else None,
-        "client_cpu_share": (client1 - client0) / elapsed if elapsed else 0.0,
+        "client_cpu_share": sum(part["client_cpu"] for part in parts) / elapsed / procs if elapsed else 0.0,
+        "client_processes": procs,
         "requests": n,
-        "rps": n / elapsed if elapsed else 0.0,
+        "rps": sum(len(part["latencies"]) / part["elapsed"] for part in parts if part["elapsed"]),
         "p50_ms": 1000 * latencies[n // 2] if n else None,
         "p99_ms": 1000 * latencies[min(n - 1, int(n * 0.99))] if n else None,
         "status": status_counts,
-        "errors": errors,
+        "errors": sum(part["errors"] for part in parts),
         "http_5xx": sum(c for s, c in status_counts.items() if s >= 500),
     }
 
@@ -265,7 +318,7 @@ async def load(
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-field medians of rps, p50 and p99 over rounds."""
     out: dict[str, Any] = {}
-    for key in ("rps", "p50_ms", "p99_ms", "server_cpu_ms", "client_cpu_share"):
+    for key in ("rps", "p50_ms", "p99_ms", "server_cpu_ms", "client_cpu_share", "client_processes"):
         values = sorted(r[key] for r in results)
         out[key] = values[len(values) // 2]
     return out
@@ -369,6 +422,7 @@ def main() -> None:
                     http_5xx=sum(r["http_5xx"] for r in rounds["ref"]),
                     server_cpu_ms=round(ref["server_cpu_ms"], 2),
                     client_cpu_share=round(ref["client_cpu_share"], 2),
+                    client_processes=ref["client_processes"],
                 )
                 for tool in ("context_search", "memory_query"):
                     res = _median(rounds[tool])
@@ -416,6 +470,8 @@ def main() -> None:
                     reference_peak_rss_mib=round(peak_rss_mib(ref_proc.pid), 1),
                 )
         finally:
+            for pool in _POOL:
+                pool.shutdown()
             for proc in (ref_proc, gw_proc):
                 proc.terminate()
                 proc.wait(timeout=30)
