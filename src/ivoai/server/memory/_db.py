@@ -65,12 +65,17 @@ def prepare_file(root: Path, directory: Path) -> Path:
 
 
 class Connections:
-    """One SQLite connection per thread (WAL, busy timeout), all closed together."""
+    """One SQLite connection per thread (WAL, busy timeout), all closed together.
+
+    Worker threads come and go (anyio retires a pool thread after 10 s idle): when a thread opens
+    its connection, the connections of threads that have ended are closed, so a long-running
+    server holds at most one connection per live thread instead of one per thread it ever had.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -89,9 +94,19 @@ class Connections:
                 if self._closed:
                     conn.close()
                     raise MemoryClosedError("memory service is closed")
-                self._all.append(conn)
+                ended = [c for t, c in self._all if not t.is_alive()]
+                self._all = [(t, c) for t, c in self._all if t.is_alive()]
+                self._all.append((threading.current_thread(), conn))
+            for old in ended:  # their threads are gone, so nothing can be using them
+                with contextlib.suppress(sqlite3.Error):
+                    old.close()
             self._local.conn = conn
         return conn
+
+    def open_count(self) -> int:
+        """How many connections are open (one per live thread that has used the database)."""
+        with self._lock:
+            return len(self._all)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -142,7 +157,7 @@ class Connections:
         """Close every thread's connection; later calls raise MemoryClosedError."""
         with self._lock:
             self._closed = True
-            conns, self._all = self._all, []
+            conns, self._all = [c for _, c in self._all], []
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
