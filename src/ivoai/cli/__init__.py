@@ -19,7 +19,19 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in LAUNCH_COMMANDS:
         from ivoai.cli._launch import launch_main
 
-        return launch_main(args)
+        code = launch_main(args)
+        if argv is None:
+            # A real `ivoai codex…` process: the client has exited and the launcher has torn down
+            # everything it started, so skip interpreter finalization (module teardown costs as
+            # much as ivoai's own launch work); stdio is flushed first.
+            import os
+
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        return code
     from ivoai.cli._app import run
 
     return run(args)
