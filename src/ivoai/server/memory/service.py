@@ -91,6 +91,14 @@ _HEAD_COLUMNS = (
 )
 
 _SIGNAL_COLUMNS = "p.id, p.pinned, p.updated_at, p.useful, p.not_useful"  # what fusion reads of a page
+# The lexical candidates (up to 400) come back as ONE row, a JSON array in bm25 order (the aggregate
+# reads the ordered, limited sub-query in order), not one row each: the sqlite3 module releases and
+# re-takes the GIL around every step, and under concurrent tool calls each re-take waits behind the
+# event loop and the other worker threads (a convoy: at 64 clients this query alone was ~30% of the
+# gateway's samples). `updated_at` travels as a 17-digit decimal string so the float round-trips.
+_LEXICAL_AS_ONE_ROW = (
+    "json_group_array(json_array(id, pinned, printf('%!.17g', updated_at), useful, not_useful))"
+)
 
 
 def _dt(ts: float) -> datetime:
@@ -206,14 +214,16 @@ class MemoryService:
             lexical: list[int] = []
             signals: dict[int, _ranking.Signals] = {}
             if expression is not None:
-                # The join reads each candidate's page row anyway: take its ranking signals along.
-                rows = conn.execute(
-                    f"SELECT {_SIGNAL_COLUMNS} FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid "
+                # The join reads each candidate's page row anyway: take its ranking signals along,
+                # as one JSON row (see _LEXICAL_AS_ONE_ROW).
+                packed = conn.execute(
+                    f"SELECT {_LEXICAL_AS_ONE_ROW} FROM (SELECT {_SIGNAL_COLUMNS} "
+                    "FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid "
                     f"WHERE pages_fts MATCH ? AND {scope_sql} "
-                    f"ORDER BY bm25(pages_fts, {', '.join(map(str, _ranking.BM25_WEIGHTS))}) LIMIT ?",
+                    f"ORDER BY bm25(pages_fts, {', '.join(map(str, _ranking.BM25_WEIGHTS))}) LIMIT ?)",
                     [expression, *scope_args, candidates],
-                ).fetchall()
-                signals = _signals(rows)
+                ).fetchone()
+                signals = _signals(json.loads(packed[0]) if packed and packed[0] else [])
                 lexical = list(signals)
             semantic: list[tuple[int, float]] = []
             if query_vector is not None and self._embedder is not None:
