@@ -236,17 +236,12 @@ class MemoryService:
             signals.update(_signals_by_id(conn, extra))
             ranked = _ranking.fuse(lexical, semantic, signals, now)[:limit]
             heads = _heads_by_id(conn, [r.page_id for r in ranked])
+            matched = [r.page_id for r in ranked if r.match != "semantic"] if expression is not None else []
+            snippets = _snippets_by_id(conn, expression, matched) if expression is not None else {}
             hits = []
             for r in ranked:
                 h = heads[r.page_id]
-                snippet = None
-                if expression is not None and r.match != "semantic":
-                    row = conn.execute(
-                        f"SELECT snippet(pages_fts, 2, '', '', '…', {SNIPPET_TOKENS}) FROM pages_fts "
-                        "WHERE pages_fts MATCH ? AND rowid = ?",
-                        (expression, r.page_id),
-                    ).fetchone()
-                    snippet = row[0] if row else None
+                snippet = snippets.get(r.page_id)
                 if not snippet:
                     body = conn.execute("SELECT body FROM pages WHERE id = ?", (r.page_id,)).fetchone()[0]
                     snippet = str(body)[: SNIPPET_FALLBACK_CHARS * 2]
@@ -705,6 +700,23 @@ def _heads_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, dict
     )
     names = _columns(cur)
     return {int(r[0]): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+
+
+def _snippets_by_id(conn: sqlite3.Connection, expression: str, ids: Sequence[int]) -> dict[int, str | None]:
+    """FTS snippets of the matched hits by page id: one statement, one row (see _LEXICAL_AS_ONE_ROW)."""
+    if not ids:
+        return {}
+    # FTS5 refuses snippet() as an aggregate's argument; the LIMIT keeps the sub-query from being
+    # flattened into the aggregate.
+    packed = conn.execute(
+        "SELECT json_group_object(id, s) FROM ("
+        f"SELECT rowid AS id, snippet(pages_fts, 2, '', '', '…', {SNIPPET_TOKENS}) AS s "
+        f"FROM pages_fts WHERE pages_fts MATCH ? AND rowid IN ({','.join('?' * len(ids))}) LIMIT ?)",
+        [expression, *ids, len(ids)],
+    ).fetchone()
+    if not packed or not packed[0]:
+        return {}
+    return {int(pid): snippet for pid, snippet in json.loads(packed[0]).items()}
 
 
 def _signals(rows: Sequence[Sequence[Any]]) -> dict[int, _ranking.Signals]:
