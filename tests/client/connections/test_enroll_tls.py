@@ -8,9 +8,7 @@ any ivoai endpoint could answer, so the listener serves a plain discovery-shaped
 from __future__ import annotations
 
 import io
-import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +25,7 @@ from starlette.routing import Route
 from ivoai.client.connections.registry import ConnectionRegistry
 from ivoai.common.paths import XdgPaths
 from tests.conftest import CliRunner
+from tests.tls import self_signed_cert
 
 
 async def _discovery(request: Request) -> JSONResponse:
@@ -37,32 +36,7 @@ async def _discovery(request: Request) -> JSONResponse:
 
 @pytest.fixture
 def self_signed_server(tmp_path: Path) -> Iterator[str]:
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is needed to generate the self-signed certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    cert, key = self_signed_cert(tmp_path)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(8)

@@ -14,6 +14,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from ivoai.server.gateway.runner import running, start_background
 from ivoai.server.gateway.settings import GatewaySettings
 from tests.server.gateway.support import data_dir, enroll, make_hub, mcp_session
+from tests.tls import self_signed_cert
 
 pytestmark = pytest.mark.anyio
 
@@ -88,36 +89,7 @@ def test_server_log_records_are_redacted() -> None:
 
 
 async def test_direct_tls_serves_https_with_the_configured_certificate(tmp_path: Path) -> None:
-    import shutil
-    import subprocess
-
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.fail("openssl is required to create the test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    cert, key = self_signed_cert(tmp_path)
     data = data_dir(tmp_path)
     settings = GatewaySettings(listen_port=0, tls_cert=cert, tls_key=key)
     with running(data, settings, hub=make_hub(data)) as srv:
