@@ -113,6 +113,26 @@ def _m1(db: sqlite3.Connection) -> None:
 
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m1,)
 
+_RESOLVE_SQL = (
+    "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
+    " substr(d.body, c.start + 1, c.end - c.start) AS text, d.updated_at"
+    " FROM chunks c JOIN documents d USING(document_id)"
+    " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
+    " WHERE c.chunk_id IN ({marks})"
+)
+# SQLite's printf('%!.17g') round-trips every double tested whose magnitude is below 1e100 (it
+# formats through long double; errors appear only far above that): timestamps are ~1e9.
+_EXACT_FLOAT_RANGE = 1e15
+_RESOLVE_AS_ONE_ROW = (
+    "json_group_array(json_array(chunk_id, document_id, connector, path, idx, start, end, text,"
+    f" CASE WHEN abs(updated_at) < {_EXACT_FLOAT_RANGE:.0f} THEN printf('%!.17g', updated_at) END))"
+)
+
+
+def _resolve_rows(db: sqlite3.Connection, part: list[str], out: dict[str, ChunkHit]) -> None:
+    for r in db.execute(_RESOLVE_SQL.format(marks=",".join("?" * len(part))), part):
+        out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+
 
 class Catalog:
     """The SQLite catalog at DIR/context/catalog.sqlite3; safe to use from many threads."""
@@ -343,20 +363,35 @@ class Catalog:
         return {r[0] for r in self._db().execute("SELECT chunk_id FROM chunks")}
 
     def resolve_chunks(self, ids: Sequence[str]) -> dict[str, ChunkHit]:
-        """Chunk text and source metadata for point IDs; IDs the catalog does not know are absent."""
+        """Chunk text and source metadata for point IDs; IDs the catalog does not know are absent.
+
+        Each batch of IDs comes back as ONE row (a JSON array, in the join's row order), not one row
+        per chunk: the sqlite3 module releases and re-takes the GIL around every step, and under
+        concurrent searches every re-take waits behind the event loop and the other worker threads
+        (at 64 clients iterating these rows was half of context_search's samples). `updated_at`
+        travels as a 17-significant-digit string, which round-trips a double of this magnitude; a
+        batch holding a value outside `_EXACT_FLOAT_RANGE` is read row by row instead.
+        """
         out: dict[str, ChunkHit] = {}
         db = self._db()
         for i in range(0, len(ids), 500):
             part = list(ids[i : i + 500])
-            q = (
-                "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
-                " substr(d.body, c.start + 1, c.end - c.start), d.updated_at"
-                " FROM chunks c JOIN documents d USING(document_id)"
-                f" JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
-                f" WHERE c.chunk_id IN ({','.join('?' * len(part))})"
-            )
-            for r in db.execute(q, part):
-                out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+            inner = _RESOLVE_SQL.format(marks=",".join("?" * len(part)))
+            packed = db.execute(f"SELECT {_RESOLVE_AS_ONE_ROW} FROM ({inner})", part).fetchone()
+            rows = json.loads(packed[0]) if packed and packed[0] else []
+            if any(r[8] is None for r in rows):  # a timestamp the packed form cannot carry exactly
+                _resolve_rows(db, part, out)
+                continue
+            for r in rows:
+                out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], float(r[8]))
+        return out
+
+    def resolve_chunks_by_row(self, ids: Sequence[str]) -> dict[str, ChunkHit]:
+        """`resolve_chunks` one row per chunk (the reference the packed form is tested against)."""
+        out: dict[str, ChunkHit] = {}
+        db = self._db()
+        for i in range(0, len(ids), 500):
+            _resolve_rows(db, list(ids[i : i + 500]), out)
         return out
 
     def chunks_of(self, document_id: str) -> list[ChunkHit]:
