@@ -149,6 +149,7 @@ ARTIFACT_TYPE_MAX_CHARS = 64  # payload type token (`log`, `test_failure`, ...)
 ARTIFACT_MEDIA_TYPE_MAX_CHARS = 128
 ARTIFACT_IO_CHUNK_BYTES = 1 * MIB  # streaming write / hash block
 ARTIFACT_SCAN_MAX_ANCHOR_HITS = 4096  # past this many anchor hits one pattern scans the whole payload
+ARTIFACT_SCAN_PREFILTER_MIN_BYTES = 64 * KIB  # from this size Hyperscan first finds which forms occur at all
 WORKER_SUMMARY_MAX_CHARS = 4000
 WORKER_FINDINGS_MAX = 32
 WORKER_FINDING_MAX_CHARS = 1000

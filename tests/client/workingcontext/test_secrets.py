@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ivoai.client.workingcontext._secrets as secrets_module
@@ -80,6 +81,14 @@ SAMPLES: list[tuple[str, str]] = [
 ]
 
 FILLER = b"2026-11-30T07:00:00Z INFO task-42 compiled foo/bar.py in 12ms; tokens used: 1234 code=0 ok\n"
+
+
+@pytest.fixture(autouse=True, params=["hyperscan-prefilter", "re2-only"])
+def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs twice: prefilter on every payload, and never (the RE2 path alone)."""
+    threshold = 0 if request.param == "hyperscan-prefilter" else sys.maxsize
+    monkeypatch.setattr(secrets_module, "PREFILTER_MIN_BYTES", threshold)
+    return str(request.param)
 
 
 def authority(data: bytes) -> list[str]:
@@ -233,7 +242,7 @@ _PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_PIECES, max_size=12))
 def test_random_mixtures_of_credential_fragments_get_pythons_verdict(pieces: list[str]) -> None:
     payload = "".join(pieces).encode("latin-1")
@@ -253,8 +262,62 @@ _BYTE_PIECES = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_BYTE_PIECES, max_size=10))
 def test_random_bytes_around_credential_forms_get_pythons_verdict(pieces: list[bytes]) -> None:
     payload = b"".join(pieces)
     assert scan_bytes(payload) == authority(payload)
+
+
+def test_hyperscan_is_installed_so_large_payloads_are_prefiltered() -> None:
+    forms = tuple((d.name, d.fast) for d in DETECTORS if d.fast is not None)
+    prefilter = secrets_module._prefilter(forms)
+    assert prefilter is not None
+    assert prefilter.unfiltered == frozenset()  # Hyperscan compiles every RE2 form as written
+    assert set(prefilter.names) == {name for name, _ in forms}
+
+
+def test_a_clean_large_payload_is_decided_by_the_prefilter_alone(
+    monkeypatch: pytest.MonkeyPatch, scanner: str
+) -> None:
+    def no_re2(names: tuple[str, ...]) -> None:
+        raise AssertionError(f"RE2 union compiled for {names}")
+
+    monkeypatch.setattr(secrets_module, "_union", no_re2)
+    payload = filler(MIB) + os.urandom(MIB)
+    if scanner == "hyperscan-prefilter":
+        assert scan_bytes(payload) == authority(payload) == []
+    else:
+        with pytest.raises(AssertionError, match="RE2 union"):
+            scan_bytes(payload)
+
+
+def test_only_the_forms_the_prefilter_found_reach_re2(monkeypatch: pytest.MonkeyPatch, scanner: str) -> None:
+    seen: list[tuple[str, ...]] = []
+    real_union = secrets_module._union
+
+    def spy(names: tuple[str, ...]) -> object:
+        seen.append(names)
+        return real_union(names)
+
+    monkeypatch.setattr(secrets_module, "_union", spy)
+    payload = filler(MIB) + b"\nghp_abcdefghijklmnopqrstuvwxyz\n" + filler(MIB)
+    assert scan_bytes(payload) == ["github_token"]
+    if scanner == "hyperscan-prefilter":
+        assert seen == [("github_token",)]
+    else:
+        assert len(seen[0]) == len([d for d in DETECTORS if d.fast is not None])
+
+
+def test_a_form_hyperscan_cannot_compile_is_left_to_re2(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `{0}` is valid RE2 but Hyperscan rejects it: that form is never prefiltered away.
+    odd = tuple(
+        replace(d, fast=d.fast.replace(b"eyJ", b"e[y]{0}yJ", 1)) if d.name == "jwt" and d.fast else d
+        for d in DETECTORS
+    )
+    monkeypatch.setattr(secrets_module, "DETECTORS", odd)
+    prefilter = secrets_module._prefilter(tuple((d.name, d.fast) for d in odd if d.fast is not None))
+    assert prefilter is not None and prefilter.unfiltered == {"jwt"}
+    payload = filler(MIB) + b"\neyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
+    assert scan_bytes(payload) == ["jwt"]
+    assert scan_bytes(filler(MIB)) == []

@@ -26,6 +26,14 @@ if the `re2` module cannot be imported. Should RE2 hits keep failing that check
 search too. The bearer rule's look-ahead ("a digit somewhere in the token") is spelled out as an
 alternation. Nothing here ever cuts the payload into windows, so a credential is found wherever
 it sits.
+
+From ARTIFACT_SCAN_PREFILTER_MIN_BYTES on, Hyperscan (Vectorscan: SIMD multi-pattern matching, the
+engine secret scanners use) runs first over the same RE2 forms, byte for byte, and reports which
+forms occur anywhere in the payload (the first match of each; `HS_FLAG_SINGLEMATCH`). A form that
+never occurs cannot produce a candidate, so only the forms it found go on to the RE2 union and the
+Python authority above; a clean 16 MiB payload is decided by that one pass (~4x faster than the RE2
+union on two-core machines). The prefilter only removes work: a form Hyperscan cannot compile, or a
+missing `hyperscan` module, leaves every form to RE2.
 """
 
 from __future__ import annotations
@@ -40,7 +48,12 @@ try:
 except ImportError:  # pragma: no cover - google-re2 is a dependency with wheels for common platforms
     re2 = None  # every detector then searches with Python: exact, slow
 
-from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, MIB
+try:
+    import hyperscan
+except ImportError:  # pragma: no cover - a dependency with wheels for Linux and macOS (x86-64, arm64)
+    hyperscan = None  # type: ignore[assignment]  # no prefilter: every form goes to the RE2 union
+
+from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, ARTIFACT_SCAN_PREFILTER_MIN_BYTES, MIB
 from ivoai.common.redact import _PATTERNS
 
 # RE2's memory budget for one compiled union, its DFA cache included (RE2's default; 4-64 MiB
@@ -74,7 +87,9 @@ _EXTRA: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def _digit_within(other: bytes, any_: bytes, least: int) -> bytes:
     """RE2 for a run of `any_` at least `least` long containing a digit (`other` = `any_` minus digits)."""
-    branches = [other + b"{%d}[0-9]" % i + (any_ + b"{%d}" % (least - 1 - i) if i < least - 1 else b"")
+    # No `{0}` repeat (Hyperscan rejects it): the first branch is the digit itself.
+    branches = [(other + b"{%d}" % i if i else b"") + b"[0-9]"
+                + (any_ + b"{%d}" % (least - 1 - i) if i < least - 1 else b"")
                 for i in range(least)]  # fmt: skip
     return b"|".join([*branches, other + b"{%d,}[0-9]" % least])
 
@@ -188,11 +203,72 @@ def _group_index(match: Any, count: int) -> int:
     raise AssertionError("RE2 union matched without a group")  # pragma: no cover - RE2 invariant
 
 
+# Payloads from this size go through the Hyperscan prefilter first (a module attribute: tests lower it).
+PREFILTER_MIN_BYTES = ARTIFACT_SCAN_PREFILTER_MIN_BYTES
+
+
+@dataclass(frozen=True)
+class _Prefilter:
+    database: Any  # hyperscan.Database (block mode), expression id i = names[i]
+    names: tuple[str, ...]
+    unfiltered: frozenset[str]  # forms Hyperscan cannot compile: always left to RE2
+
+
+def _hs_database(forms: list[bytes]) -> Any:
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(
+        expressions=forms,
+        ids=list(range(len(forms))),
+        elements=len(forms),
+        flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(forms),
+    )
+    return database
+
+
+@functools.lru_cache(maxsize=4)  # keyed by the forms themselves: a test may swap DETECTORS
+def _prefilter(forms: tuple[tuple[str, bytes], ...]) -> _Prefilter | None:
+    """One Hyperscan database over the RE2 forms, or None without Hyperscan."""
+    if hyperscan is None or not forms:
+        return None
+    usable: list[tuple[str, bytes]] = []
+    unfiltered: set[str] = set()
+    for name, form in forms:
+        try:
+            _hs_database([form])
+        except hyperscan.error:
+            unfiltered.add(name)  # e.g. a construct Hyperscan lacks: RE2 alone, as without the prefilter
+        else:
+            usable.append((name, form))
+    if not usable:
+        return None
+    database = _hs_database([form for _, form in usable])
+    return _Prefilter(database, tuple(name for name, _ in usable), frozenset(unfiltered))
+
+
+def _occurring(data: bytes | bytearray | memoryview, detectors: tuple[_Detector, ...]) -> set[str] | None:
+    """Names of the detectors whose RE2 form matches somewhere in `data`, or None without a prefilter."""
+    prefilter = _prefilter(tuple((d.name, d.fast) for d in detectors if d.fast is not None))
+    if prefilter is None:
+        return None
+    present = set(prefilter.unfiltered)
+
+    def on_match(expression: int, _start: int, _end: int, _flags: int, _context: object) -> bool | None:
+        present.add(prefilter.names[expression])
+        return None  # keep scanning: each form is reported once (HS_FLAG_SINGLEMATCH)
+
+    prefilter.database.scan(data, match_event_handler=on_match)
+    return present
+
+
 def scan_bytes(data: bytes | bytearray | memoryview) -> list[str]:
     """Names of the credential forms found in `data` (never the values), in detector order."""
     found: set[str] = set()
     slow = [d for d in DETECTORS if d.fast is None]
     remaining = tuple(d for d in DETECTORS if d.fast is not None)
+    if memoryview(data).nbytes >= PREFILTER_MIN_BYTES:
+        occurring = _occurring(data, remaining)
+        if occurring is not None:
+            remaining = tuple(d for d in remaining if d.name in occurring)
     text: str | None = None  # decoded only once something needs the authority
     pos = 0
     refuted = 0
