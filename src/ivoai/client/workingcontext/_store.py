@@ -400,32 +400,40 @@ class ArtifactStore:
                 raise
             # Held until this call returns: `gc` only removes stages nobody holds (their writer died).
             fcntl.flock(stage_fd, fcntl.LOCK_EX)
+
+            def commit_meta(kept: bytes, original_size: int, digest: str) -> ArtifactRef:
+                """Build the ref of the scanned, hashed payload and write + fsync its meta.json."""
+                now = self._clock()
+                ref = ArtifactRef(
+                    id=art_id,
+                    payload_type=payload_type,
+                    media_type=media,
+                    size=len(kept),
+                    original_size=original_size,
+                    sha256=digest,
+                    created_at=_utc(now),
+                    expires_at=_utc(now) + timedelta(seconds=ttl),
+                    session_id=session_id,
+                    task_id=task_id,
+                    worker_id=worker_id,
+                    sensitivity=level,
+                    state=ArtifactState.TRUNCATED if original_size > len(kept) else ArtifactState.COMPLETE,
+                )
+                self._write_meta(stage_fd, ref)
+                return ref
+
             if isinstance(source, bytes | bytearray | memoryview):
                 kept = frozen
                 if len(kept) < OVERLAP_MIN_BYTES:
-                    digest = self._write_payload(stage_fd, kept)
+                    ref = commit_meta(kept, original_size, self._write_payload(stage_fd, kept))
                 else:
-                    digest = self._scan_while_writing(stage_fd, kept)
+                    ref = self._scan_while_writing(
+                        stage_fd, kept, lambda digest: commit_meta(kept, original_size, digest)
+                    )
             else:
                 kept, original_size, digest = self._stream_payload(stage_fd, source)
                 self._refuse_credentials(kept)
-            now = self._clock()
-            ref = ArtifactRef(
-                id=art_id,
-                payload_type=payload_type,
-                media_type=media,
-                size=len(kept),
-                original_size=original_size,
-                sha256=digest,
-                created_at=_utc(now),
-                expires_at=_utc(now) + timedelta(seconds=ttl),
-                session_id=session_id,
-                task_id=task_id,
-                worker_id=worker_id,
-                sensitivity=level,
-                state=ArtifactState.TRUNCATED if original_size > len(kept) else ArtifactState.COMPLETE,
-            )
-            self._write_meta(stage_fd, ref)
+                ref = commit_meta(kept, original_size, digest)
             os.fsync(stage_fd)
             with self._lock():
                 self._check_quota(objects_fd, ref)
@@ -467,46 +475,61 @@ class ArtifactStore:
             os.close(fd)
         return hashlib.sha256(kept).hexdigest()
 
-    def _scan_while_writing(self, stage_fd: int, kept: bytes) -> str:
-        """Scan `kept` for credentials while another thread hashes and writes it; return its SHA-256.
+    def _scan_while_writing(
+        self, stage_fd: int, kept: bytes, commit_meta: Callable[[str], ArtifactRef]
+    ) -> ArtifactRef:
+        """Scan `kept` for credentials while other threads hash it and write + fsync it.
 
         The copy goes into an *unnamed* file (`O_TMPFILE`) in the staging directory, and is linked
         as `payload` only after the scan found nothing: a refused payload never gets a name and
-        vanishes with the descriptor, even if the process dies. RE2, hashlib, `write` and `fsync`
-        all release the GIL, so on two cores the scan costs little more than the write. Where the
-        filesystem has no `O_TMPFILE` (or `/proc` is missing) the scan simply runs first.
+        vanishes with the descriptor, even if the process dies. The scan (Hyperscan, RE2), hashlib,
+        `write` and `fsync` all release the GIL, so the three run at once: on two cores the put
+        costs about the slowest of them, and the fsync's wait for the disk overlaps the CPU work.
+        Once the scan passed and the digest is known, `commit_meta(digest)` writes and fsyncs the
+        meta while the payload's fsync may still be running (one journal commit can serve both);
+        the payload is linked only after its own fsync returned. Returns what `commit_meta` built.
+        Where the filesystem has no `O_TMPFILE` (or `/proc` is missing) the scan simply runs first.
         """
         try:
             fd = os.open(".", os.O_WRONLY | os.O_TMPFILE | os.O_CLOEXEC, PRIVATE_FILE_MODE, dir_fd=stage_fd)
         except OSError:
             self._refuse_credentials(kept)
-            return self._write_payload(stage_fd, kept)
+            return commit_meta(self._write_payload(stage_fd, kept))
         try:
             digests: builtins.list[str] = []
             failures: builtins.list[OSError] = []
 
-            def hash_and_write() -> None:
+            def write_and_sync() -> None:
                 try:
                     os.fchmod(fd, PRIVATE_FILE_MODE)
-                    digests.append(hashlib.sha256(kept).hexdigest())
                     _write_all(fd, kept)
+                    os.fsync(fd)
                 except OSError as exc:
                     failures.append(exc)
 
-            writer = threading.Thread(target=hash_and_write, name="ivoai-artifact-write", daemon=True)
+            def digest() -> None:
+                digests.append(hashlib.sha256(kept).hexdigest())
+
+            writer = threading.Thread(target=write_and_sync, name="ivoai-artifact-write", daemon=True)
+            hasher = threading.Thread(target=digest, name="ivoai-artifact-hash", daemon=True)
             writer.start()
+            hasher.start()
             try:
                 self._refuse_credentials(kept)
+                hasher.join()
+                if not digests:
+                    raise StoreUnavailableError("the artifact could not be hashed")
+                ref = commit_meta(digests[0])
             finally:
                 writer.join()
+                hasher.join()
             if failures:
                 raise failures[0]
-            os.fsync(fd)
             try:
                 os.link(f"/proc/self/fd/{fd}", PAYLOAD, dst_dir_fd=stage_fd, follow_symlinks=True)
             except OSError:  # no /proc (or a linking policy): write the named copy the ordinary way
-                return self._write_payload(stage_fd, kept)
-            return digests[0]
+                self._write_payload(stage_fd, kept)
+            return ref
         finally:
             os.close(fd)  # an unlinked (refused) copy is freed here
 
