@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -321,3 +322,12 @@ def test_a_form_hyperscan_cannot_compile_is_left_to_re2(monkeypatch: pytest.Monk
     payload = filler(MIB) + b"\neyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
     assert scan_bytes(payload) == ["jwt"]
     assert scan_bytes(filler(MIB)) == []
+
+
+def test_threads_scanning_large_payloads_at_once_each_get_their_own_verdict() -> None:
+    clean = filler(2 * MIB)
+    dirty = filler(MIB) + b"\nAKIAABCDEFGHIJKLMNOP\n" + filler(MIB)
+    payloads = [clean, dirty] * 8
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        verdicts = list(pool.map(scan_bytes, payloads))
+    assert verdicts == [[], ["aws_access_key"]] * 8

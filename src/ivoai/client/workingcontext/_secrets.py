@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 try:
@@ -212,6 +213,15 @@ class _Prefilter:
     database: Any  # hyperscan.Database (block mode), expression id i = names[i]
     names: tuple[str, ...]
     unfiltered: frozenset[str]  # forms Hyperscan cannot compile: always left to RE2
+    # Hyperscan scratch space is per scan in flight: the database's own one would be shared by
+    # threads scanning at once (the scan releases the GIL), so each thread gets its own.
+    scratches: threading.local = field(default_factory=threading.local)
+
+    def scratch(self) -> Any:
+        own = getattr(self.scratches, "scratch", None)
+        if own is None:
+            own = self.scratches.scratch = hyperscan.Scratch(self.database)
+        return own
 
 
 def _hs_database(forms: list[bytes]) -> Any:
@@ -256,7 +266,7 @@ def _occurring(data: bytes | bytearray | memoryview, detectors: tuple[_Detector,
         present.add(prefilter.names[expression])
         return None  # keep scanning: each form is reported once (HS_FLAG_SINGLEMATCH)
 
-    prefilter.database.scan(data, match_event_handler=on_match)
+    prefilter.database.scan(data, match_event_handler=on_match, scratch=prefilter.scratch())
     return present
 
 
