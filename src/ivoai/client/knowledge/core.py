@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from ivoai.client.knowledge.breaker import CircuitBreaker
-from ivoai.client.knowledge.errors import KnowledgeError
 from ivoai.client.knowledge.merge import SourceOutcome, attribute_single, error_result, merge_results
 from ivoai.client.knowledge.profiles import Kind, KnowledgeSource, ServerProfile
 from ivoai.client.knowledge.settings import (
@@ -113,19 +111,8 @@ class KnowledgeRouter:
                         max_response_bytes=self.config.max_response_bytes,
                     )
                 self._members[profile.id] = member
-        self._tg: TaskGroup | None = None
         self._tools: dict[Kind, list[mcp_types.Tool]] = {}
         self.upstream_calls = 0
-
-    def bind(self, tg: TaskGroup) -> None:
-        """Attach the task group that owns upstream sessions."""
-        self._tg = tg
-
-    @property
-    def tg(self) -> TaskGroup:
-        if self._tg is None:
-            raise KnowledgeError("router is not running")
-        return self._tg
 
     # ---- tool listing -------------------------------------------------------------------------
 
@@ -147,7 +134,7 @@ class KnowledgeRouter:
         async def one(member: _Member, conn: UpstreamConnection, scope: anyio.CancelScope) -> None:
             nonlocal found
             try:
-                tools = await conn.list_tools(self.tg, deadline)
+                tools = await conn.list_tools(deadline)
             except UpstreamCallError as exc:
                 member.breaker.record_failure()
                 log.debug("tools/list from %s failed: %s", member.profile.alias, exc)
@@ -330,7 +317,7 @@ class KnowledgeRouter:
             )
         self.upstream_calls += 1
         try:
-            result = await conn.call_tool(self.tg, name, args, self.config.source_deadline_seconds)
+            result = await conn.call_tool(name, args, self.config.source_deadline_seconds)
         except UpstreamCallError as exc:
             if exc.answered:
                 member.breaker.record_success()
@@ -357,14 +344,7 @@ class KnowledgeRouter:
                 applied=False,
             )
         member.breaker.record_success()
-        outcome = SourceOutcome(
-            source.id,
-            source.alias,
-            "ok",
-            primary.alias,
-            result.model_dump(by_alias=True, mode="json", exclude_none=True),
-        )
-        return attribute_single(outcome)
+        return attribute_single(SourceOutcome(source.id, source.alias, "ok", primary.alias, result))
 
     async def _read_source(
         self, name: str, kind: Kind, args: dict[str, Any], source: KnowledgeSource
@@ -385,7 +365,7 @@ class KnowledgeRouter:
                 remaining = max(0.001, scope.deadline - anyio.current_time())
                 self.upstream_calls += 1
                 try:
-                    result = await conn.call_tool(self.tg, name, dict(args), remaining, idempotent=True)
+                    result = await conn.call_tool(name, dict(args), remaining, idempotent=True)
                 except UpstreamCallError as exc:
                     if exc.answered:
                         member.breaker.record_success()
@@ -395,13 +375,7 @@ class KnowledgeRouter:
                     status = "timeout" if exc.timeout else "unavailable"
                     continue
                 member.breaker.record_success()
-                return SourceOutcome(
-                    source.id,
-                    source.alias,
-                    "ok",
-                    profile.alias,
-                    result.model_dump(by_alias=True, mode="json", exclude_none=True),
-                )
+                return SourceOutcome(source.id, source.alias, "ok", profile.alias, result)
         if scope.cancelled_caught:
             status = "timeout"
             errors.append(f"no answer within {self.config.source_deadline_seconds:g}s")
@@ -480,13 +454,21 @@ def build_asgi_app(router: KnowledgeRouter, token: str) -> ASGIApp:
     """The router's MCP server (SDK low-level Server over Streamable HTTP) behind the token gate."""
     import mcp.types as t
     from mcp.server.lowlevel import Server
+    from pydantic import ValidationError
 
     async def on_list_tools(ctx: Any, params: t.PaginatedRequestParams | None) -> t.ListToolsResult:
         return t.ListToolsResult(tools=await router.list_tools())
 
     async def on_call_tool(ctx: Any, params: t.CallToolRequestParams) -> t.CallToolResult:
         result = await router.call_tool(params.name, params.arguments)
-        return t.CallToolResult.model_validate(result, by_alias=True)
+        try:
+            return t.CallToolResult.model_validate(result, by_alias=True)
+        except ValidationError as exc:
+            # Upstream results are checked for shape only (see `upstream`); a passed-through answer that is
+            # still not a conformant CallToolResult becomes a tool error, never a malformed reply.
+            return t.CallToolResult.model_validate(
+                error_result(f"{params.name}: the knowledge source returned a malformed result ({exc.title})")
+            )
 
     server: Server[Any] = Server(
         "ivoai-knowledge-router",

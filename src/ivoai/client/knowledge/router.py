@@ -161,11 +161,11 @@ def start_router(
     server = _Server(uv_config)
 
     async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            router.bind(tg)
+        try:
             await server.serve(sockets=[sock])
-            await router.aclose()
-            tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await router.aclose()
 
     def run() -> None:
         try:
