@@ -8,6 +8,7 @@ exactly what the SDK client sees, and keep the failure semantics the router reli
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult
 
+from ivoai.client.knowledge.profiles import ServerProfile, build_sources
+from ivoai.client.knowledge.router import start_router
 from ivoai.client.knowledge.upstream import UpstreamCallError, UpstreamConnection, open_session
 
 pytestmark = pytest.mark.timeout(60)
@@ -201,3 +204,108 @@ def test_a_dead_upstream_is_a_connect_failure_that_was_never_sent() -> None:
     with pytest.raises(UpstreamCallError) as info:
         anyio.run(main)
     assert info.value.sent is False and "could not connect" in str(info.value)
+
+
+# ---- an upstream that breaks the protocol -------------------------------------------------------
+
+
+def _nonconformant_app(tool_result: dict[str, Any]) -> Any:
+    """An MCP endpoint that completes the handshake but answers tools/call with `tool_result`.
+
+    Stands in for a broken or hostile source: no SDK server can be made to send such a result.
+    """
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    async def mcp(request: Request) -> Response:
+        message = await request.json()
+        if "id" not in message:
+            return Response(status_code=202)
+        if message["method"] == "initialize":
+            result: dict[str, Any] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "broken", "version": "0"},
+            }
+        else:
+            result = tool_result
+        return JSONResponse({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    return Starlette(routes=[Route("/v1/mcp/context", mcp, methods=["POST"])])
+
+
+@contextlib.contextmanager
+def _serve(app: Any) -> Iterator[int]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    ready = threading.Event()
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            ready.set()
+
+    server = _Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(20)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(20)
+
+
+def _router_answer(port: int, *more_ports: int) -> dict[str, Any]:
+    eps = {"context_mcp": "/v1/mcp/context", "memory_mcp": "/v1/memory/mcp"}
+    profiles = [
+        ServerProfile(
+            id=f"srv_{i:032x}",
+            alias=f"s{i}",
+            purpose=f"s{i}",
+            base_url=f"http://127.0.0.1:{p}",
+            endpoints=eps,
+            features={"context": True},
+        )
+        for i, p in enumerate((port, *more_ports))
+    ]
+    with start_router(build_sources(profiles), {p.id: "c" for p in profiles}) as handle:
+
+        async def main() -> dict[str, Any]:
+            async with open_session(handle.url, handle.token) as session:
+                result = await session.call_tool("context_recent", {"limit": 5})
+                return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        return anyio.run(main)
+
+
+def test_a_result_that_is_not_a_tool_result_is_a_failed_source_not_a_crash() -> None:
+    with _serve(_nonconformant_app({"content": "not a list"})) as port:
+
+        async def main() -> None:
+            conn = UpstreamConnection(f"http://127.0.0.1:{port}/v1/mcp/context", "c")
+            try:
+                await conn.call_tool("context_recent", {}, 10)
+            finally:
+                await conn.aclose()
+
+        with pytest.raises(UpstreamCallError, match="malformed result") as info:
+            anyio.run(main)
+        assert info.value.sent and not info.value.answered
+        answer = _router_answer(port)
+    assert answer["isError"] is True and "did not answer" in answer["content"][0]["text"]
+
+
+def test_a_passed_through_result_the_router_cannot_vouch_for_becomes_a_tool_error() -> None:
+    # Right shape for the merge, but an image block without its data is no conformant CallToolResult.
+    bad = {"content": [{"type": "image", "mimeType": "image/png"}], "isError": False}
+    with _serve(_nonconformant_app(bad)) as port:
+        single = _router_answer(port)
+        with _serve(_nonconformant_app(bad)) as other:
+            federated = _router_answer(port, other)
+    assert single["isError"] is True and "malformed result" in single["content"][0]["text"]
+    # Merged, the sources' content is reduced to their structured parts: the merge stays conformant.
+    assert federated["isError"] is False and federated["structuredContent"]["partial"] is False

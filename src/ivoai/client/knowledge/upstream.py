@@ -368,11 +368,14 @@ class UpstreamConnection:
             with anyio.CancelScope(shield=True):
                 await session.aclose()
 
-    def reset(self) -> None:
-        """Drop the current session; the next call reconnects (it is closed when its calls end)."""
-        if self._session is not None:
-            self._session.retired = True
-            self._session = None
+    async def reset(self) -> None:
+        """Drop the current session; the next call reconnects. It is closed now, or when its calls end."""
+        session, self._session = self._session, None
+        if session is not None:
+            session.retired = True
+            if session.users == 0:
+                with anyio.CancelScope(shield=True):
+                    await session.aclose()
 
     async def _request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One request within `timeout`; its result object.
@@ -425,7 +428,7 @@ class UpstreamConnection:
         try:
             tools = t.ListToolsResult.model_validate(raw, by_name=False).tools
         except ValueError as exc:
-            self.reset()
+            await self.reset()
             raise UpstreamCallError(f"malformed tools/list result: {_describe(exc)}", sent=True) from None
         self._tools = list(tools)
         return self._tools
@@ -460,11 +463,7 @@ class UpstreamConnection:
 
     async def aclose(self) -> None:
         """Close the open session, if any."""
-        session, self._session = self._session, None
-        if session is not None:
-            session.retired = True
-            if session.users == 0:
-                await session.aclose()
+        await self.reset()
 
 
 def _describe(exc: BaseException) -> str:
