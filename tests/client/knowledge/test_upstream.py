@@ -233,7 +233,19 @@ def _nonconformant_app(tool_result: dict[str, Any]) -> Any:
             result = tool_result
         return JSONResponse({"jsonrpc": "2.0", "id": message["id"], "result": result})
 
-    return Starlette(routes=[Route("/v1/mcp/context", mcp, methods=["POST"])])
+    async def moved(request: Request) -> Response:
+        return Response(status_code=307, headers={"location": "/v1/mcp/context"})
+
+    async def elsewhere(request: Request) -> Response:
+        return Response(status_code=307, headers={"location": "http://localhost:1/v1/mcp/context"})
+
+    return Starlette(
+        routes=[
+            Route("/v1/mcp/context", mcp, methods=["POST"]),
+            Route("/moved", moved, methods=["POST", "DELETE"]),
+            Route("/elsewhere", elsewhere, methods=["POST", "DELETE"]),
+        ]
+    )
 
 
 @contextlib.contextmanager
@@ -309,3 +321,20 @@ def test_a_passed_through_result_the_router_cannot_vouch_for_becomes_a_tool_erro
     assert single["isError"] is True and "malformed result" in single["content"][0]["text"]
     # Merged, the sources' content is reduced to their structured parts: the merge stays conformant.
     assert federated["isError"] is False and federated["structuredContent"]["partial"] is False
+
+
+def test_redirects_are_followed_within_the_origin_only() -> None:
+    ok = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+    with _serve(_nonconformant_app(ok)) as port:
+
+        async def call(path: str) -> dict[str, Any]:
+            conn = UpstreamConnection(f"http://127.0.0.1:{port}{path}", "c")
+            try:
+                return await conn.call_tool("context_recent", {}, 10)
+            finally:
+                await conn.aclose()
+
+        assert anyio.run(call, "/moved")["content"][0]["text"] == "ok"
+        with pytest.raises(UpstreamCallError, match="redirect not followed") as info:
+            anyio.run(call, "/elsewhere")  # another origin (host), however close: never followed
+    assert info.value.sent is False  # the handshake itself was refused: no tool call left
