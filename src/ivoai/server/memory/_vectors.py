@@ -42,14 +42,17 @@ class VectorCache:
         query: Sequence[float],
         k: int,
         now: float,
+        generations: tuple[int, ...] | None = None,
     ) -> list[tuple[int, float]]:
         """The `k` live, unexpired pages of the scope closest to `query`: (page id, cosine), best first.
 
-        Call inside a read transaction so the generations and the vectors come from one snapshot.
+        Call inside a read transaction so the generations and the vectors come from one snapshot;
+        `generations` (one per project, read in that transaction) saves reading them again.
         """
         import numpy as np
 
-        generations = tuple(_generation(conn, workspace, p) for p in projects)
+        if generations is None:
+            generations = tuple(_generation(conn, workspace, p) for p in projects)
         key = (workspace, tuple(projects), model, len(query))
         with self._lock:
             entry = self._entries.get(key)

@@ -13,6 +13,7 @@ import sqlite3
 import time
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -91,13 +92,34 @@ _HEAD_COLUMNS = (
 )
 
 _SIGNAL_COLUMNS = "p.id, p.pinned, p.updated_at, p.useful, p.not_useful"  # what fusion reads of a page
+# SQLite's printf('%!.17g') round-trips every double tested below 1e100 (it formats through long
+# double; errors appear far above that); a value outside this range travels as NULL and is then read
+# row by row, so packed rows are always exact. Timestamps are ~1e9.
+_EXACT_FLOAT_RANGE = 1e15
+
+
+def _exact_text(column: str) -> str:
+    """SQL: `column` (a REAL) as a decimal string that round-trips through float(), or NULL."""
+    return f"CASE WHEN abs({column}) < {_EXACT_FLOAT_RANGE:.0f} THEN printf('%!.17g', {column}) END"
+
+
 # The lexical candidates (up to 400) come back as ONE row, a JSON array in bm25 order (the aggregate
 # reads the ordered, limited sub-query in order), not one row each: the sqlite3 module releases and
 # re-takes the GIL around every step, and under concurrent tool calls each re-take waits behind the
 # event loop and the other worker threads (a convoy: at 64 clients this query alone was ~30% of the
 # gateway's samples). `updated_at` travels as a 17-digit decimal string so the float round-trips.
 _LEXICAL_AS_ONE_ROW = (
-    "json_group_array(json_array(id, pinned, printf('%!.17g', updated_at), useful, not_useful))"
+    f"json_group_array(json_array(id, pinned, {_exact_text('updated_at')}, useful, not_useful))"
+)
+# The scope's vector-cache generations, as scalar sub-queries riding along in the same statement.
+_GENERATION = "(SELECT gen FROM scope_generations WHERE workspace = ? AND project = ?)"
+# What a hit shows of its page, plus its text for the snippet: the FTS snippet of a lexical match,
+# else the start of the body (one statement and one row for every hit; see `_hit_rows`).
+_HIT_FIELDS = "p.workspace, p.project, p.path, p.version, p.title, p.tags, p.kind, p.pinned, p.updated_at"
+_HIT_AS_ONE_ROW = (
+    "json_group_array(json_array(p.id, p.workspace, p.project, p.path, p.version, p.title, p.tags,"
+    f" p.kind, p.pinned, {_exact_text('p.updated_at')},"
+    f" CASE WHEN s.s IS NULL OR s.s = '' THEN substr(p.body, 1, {SNIPPET_FALLBACK_CHARS * 2}) ELSE s.s END))"
 )
 
 
@@ -210,53 +232,57 @@ class MemoryService:
             "AND (p.expires_at IS NULL OR p.expires_at > ?)"
         )
         scope_args: list[Any] = [ws, *projects, now]
+        gen_sql = ", ".join(_GENERATION for _ in projects)
+        gen_args = [x for p in projects for x in (ws, p)]
         with self._db.read() as conn:
             lexical: list[int] = []
             signals: dict[int, _ranking.Signals] = {}
             if expression is not None:
                 # The join reads each candidate's page row anyway: take its ranking signals along,
-                # as one JSON row (see _LEXICAL_AS_ONE_ROW).
+                # as one JSON row (see _LEXICAL_AS_ONE_ROW), and the scope's generations with it.
                 packed = conn.execute(
-                    f"SELECT {_LEXICAL_AS_ONE_ROW} FROM (SELECT {_SIGNAL_COLUMNS} "
+                    f"SELECT {_LEXICAL_AS_ONE_ROW}, {gen_sql} FROM (SELECT {_SIGNAL_COLUMNS} "
                     "FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid "
                     f"WHERE pages_fts MATCH ? AND {scope_sql} "
                     f"ORDER BY bm25(pages_fts, {', '.join(map(str, _ranking.BM25_WEIGHTS))}) LIMIT ?)",
-                    [expression, *scope_args, candidates],
+                    [*gen_args, expression, *scope_args, candidates],
                 ).fetchone()
-                signals = _signals(json.loads(packed[0]) if packed and packed[0] else [])
-                lexical = list(signals)
+                rows = json.loads(packed[0]) if packed[0] else []
+                generations = tuple(int(g or 0) for g in packed[1:])
+                lexical = [int(r[0]) for r in rows]
+                signals = _signals([r for r in rows if r[2] is not None])
+                signals.update(_signals_by_id(conn, [int(r[0]) for r in rows if r[2] is None]))
+            else:
+                generations = tuple(
+                    int(g or 0) for g in conn.execute(f"SELECT {gen_sql}", gen_args).fetchone()
+                )
             semantic: list[tuple[int, float]] = []
             if query_vector is not None and self._embedder is not None:
                 semantic = self._vectors.candidates(
-                    conn, ws, projects, self._embedder.name, query_vector, candidates, now
+                    conn, ws, projects, self._embedder.name, query_vector, candidates, now, generations
                 )
             # Fusion ignores a semantic candidate below the floor, so only the others need signals;
             # full heads are read for the hits alone.
             extra = [pid for pid, cosine in semantic if cosine >= _ranking.DENSE_FLOOR and pid not in signals]
             signals.update(_signals_by_id(conn, extra))
             ranked = _ranking.fuse(lexical, semantic, signals, now)[:limit]
-            heads = _heads_by_id(conn, [r.page_id for r in ranked])
             matched = [r.page_id for r in ranked if r.match != "semantic"] if expression is not None else []
-            snippets = _snippets_by_id(conn, expression, matched) if expression is not None else {}
+            found = _hit_rows(conn, expression, [r.page_id for r in ranked], matched)
             hits = []
             for r in ranked:
-                h = heads[r.page_id]
-                snippet = snippets.get(r.page_id)
-                if not snippet:
-                    body = conn.execute("SELECT body FROM pages WHERE id = ?", (r.page_id,)).fetchone()[0]
-                    snippet = str(body)[: SNIPPET_FALLBACK_CHARS * 2]
-                snippet = " ".join(snippet.split())[: SNIPPET_FALLBACK_CHARS * 2]
+                h = found[r.page_id]
+                snippet = " ".join(h.text.split())[: SNIPPET_FALLBACK_CHARS * 2]
                 hits.append(
                     QueryHit(
-                        workspace=h["workspace"],
-                        project=h["project"],
-                        path=h["path"],
-                        version=h["version"],
-                        title=h["title"],
-                        tags=json.loads(h["tags"]),
-                        kind=h["kind"],
-                        pinned=bool(h["pinned"]),
-                        updated_at=_dt(h["updated_at"]),
+                        workspace=h.workspace,
+                        project=h.project,
+                        path=h.path,
+                        version=h.version,
+                        title=h.title,
+                        tags=json.loads(h.tags),
+                        kind=h.kind,
+                        pinned=bool(h.pinned),
+                        updated_at=_dt(h.updated_at),
                         score=round(r.score, 6),
                         snippet=snippet,
                         match=r.match,
@@ -692,31 +718,78 @@ def _head(conn: sqlite3.Connection, ws: str, pj: str, path: str) -> dict[str, An
     return None if row is None else _row(cur, row)
 
 
-def _heads_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    if not ids:
-        return {}
-    cur = conn.execute(
-        f"SELECT {_HEAD_COLUMNS} FROM pages WHERE id IN ({','.join('?' * len(ids))})", list(ids)
-    )
-    names = _columns(cur)
-    return {int(r[0]): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+@dataclass(frozen=True)
+class _HitRow:
+    """What a query hit shows of its page; `text` is its snippet before whitespace is collapsed."""
+
+    workspace: str
+    project: str
+    path: str
+    version: int
+    title: str
+    tags: str
+    kind: str
+    pinned: int
+    updated_at: float
+    text: str
 
 
-def _snippets_by_id(conn: sqlite3.Connection, expression: str, ids: Sequence[int]) -> dict[int, str | None]:
-    """FTS snippets of the matched hits by page id: one statement, one row (see _LEXICAL_AS_ONE_ROW)."""
+def _hit_rows(
+    conn: sqlite3.Connection, expression: str | None, ids: Sequence[int], matched: Sequence[int]
+) -> dict[int, _HitRow]:
+    """The hits' page fields and snippet texts in ONE statement and ONE row (see _LEXICAL_AS_ONE_ROW).
+
+    A matched hit's text is its FTS snippet, any other's (or one with an empty snippet) the start of
+    its body. Identical to `_hit_rows_by_row`, which it falls back to for a timestamp it cannot pack.
+    """
     if not ids:
         return {}
-    # FTS5 refuses snippet() as an aggregate's argument; the LIMIT keeps the sub-query from being
-    # flattened into the aggregate.
+    if expression is not None and matched:
+        # FTS5 refuses snippet() as an aggregate's argument; the LIMIT keeps the sub-query from
+        # being flattened into the aggregate.
+        fts = (
+            f"SELECT rowid AS id, snippet(pages_fts, 2, '', '', '…', {SNIPPET_TOKENS}) AS s FROM pages_fts "
+            f"WHERE pages_fts MATCH ? AND rowid IN ({','.join('?' * len(matched))}) LIMIT ?"
+        )
+        fts_args: list[Any] = [expression, *matched, len(matched)]
+    else:
+        fts, fts_args = "SELECT NULL AS id, NULL AS s LIMIT 0", []
     packed = conn.execute(
-        "SELECT json_group_object(id, s) FROM ("
-        f"SELECT rowid AS id, snippet(pages_fts, 2, '', '', '…', {SNIPPET_TOKENS}) AS s "
-        f"FROM pages_fts WHERE pages_fts MATCH ? AND rowid IN ({','.join('?' * len(ids))}) LIMIT ?)",
-        [expression, *ids, len(ids)],
+        f"SELECT {_HIT_AS_ONE_ROW} FROM pages p LEFT JOIN ({fts}) s ON s.id = p.id "
+        f"WHERE p.id IN ({','.join('?' * len(ids))})",
+        [*fts_args, *ids],
     ).fetchone()
-    if not packed or not packed[0]:
-        return {}
-    return {int(pid): snippet for pid, snippet in json.loads(packed[0]).items()}
+    rows = json.loads(packed[0]) if packed and packed[0] else []
+    if any(r[9] is None for r in rows):
+        return _hit_rows_by_row(conn, expression, ids, matched)
+    return {
+        int(r[0]): _HitRow(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], float(r[9]), r[10]) for r in rows
+    }
+
+
+def _hit_rows_by_row(
+    conn: sqlite3.Connection, expression: str | None, ids: Sequence[int], matched: Sequence[int]
+) -> dict[int, _HitRow]:
+    """`_hit_rows` one row and one statement per hit (the reference the packed form is tested against)."""
+    out: dict[int, _HitRow] = {}
+    for pid in ids:
+        head = conn.execute(f"SELECT {_HIT_FIELDS} FROM pages p WHERE p.id = ?", (pid,)).fetchone()
+        if head is None:
+            continue
+        text: str | None = None
+        if expression is not None and pid in matched:
+            row = conn.execute(
+                f"SELECT snippet(pages_fts, 2, '', '', '…', {SNIPPET_TOKENS}) FROM pages_fts "
+                "WHERE pages_fts MATCH ? AND rowid = ?",
+                (expression, pid),
+            ).fetchone()
+            text = None if row is None else row[0]
+        if not text:
+            body = conn.execute("SELECT body FROM pages WHERE id = ?", (pid,)).fetchone()[0]
+            text = str(body)[: SNIPPET_FALLBACK_CHARS * 2]
+        ws, pj, path, version, title, tags, kind, pinned, updated_at = head
+        out[pid] = _HitRow(ws, pj, path, version, title, tags, kind, pinned, updated_at, text)
+    return out
 
 
 def _signals(rows: Sequence[Sequence[Any]]) -> dict[int, _ranking.Signals]:
