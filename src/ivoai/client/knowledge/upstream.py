@@ -371,6 +371,10 @@ class UpstreamConnection:
 
     async def _acquire(self) -> _McpHttpSession:
         """The open session, (re)connecting under a lock when there is none; counts the caller in."""
+        session = self._session
+        if session is not None:  # the common case: no lock, so no scheduling point (event-loop round)
+            session.users += 1
+            return session
         async with self._lock:
             if self._session is None:
                 session = _McpHttpSession(
