@@ -185,6 +185,23 @@ def test_tei_wrong_key_is_reported_without_leaking_it(tei_stand_in: str) -> None
     assert "wrong-key-value" not in str(err.value)
 
 
+def test_tei_embedder_builds_its_http_client_once_not_per_request(
+    tei_stand_in: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[httpx.Client] = []
+
+    class CountingClient(httpx.Client):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(httpx, "Client", CountingClient)
+    tei = TeiEmbedder(tei_stand_in, api="tei", api_key=_TeiStandIn.key)
+    for text in ("one", "two", "three"):
+        assert len(tei.embed_queries([text])[0]) == 384
+    assert len(built) == 1
+
+
 def test_settings_come_from_the_context_table_and_typos_are_refused(data_dir: ServerDataDir) -> None:
     from ivoai.common.fsio import atomic_write
     from ivoai.server.context.errors import SettingsError

@@ -11,10 +11,11 @@ asked to truncate (`"truncate": true`), and an OpenAI-compatible server truncate
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -154,21 +155,36 @@ class TeiEmbedder:
     dimensions: int = EMBEDDING_DIMENSIONS
     name: str = ""
 
+    _http: Any = field(default=None, init=False, repr=False, compare=False)
+    _http_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if not self.name:
             self.name = f"tei:{self.api}:{self.model or 'default'}"
 
-    def _client(self) -> Any:
-        import httpx
+    @contextlib.contextmanager
+    def _client(self) -> Iterator[Any]:
+        """The embedder's one HTTP client, created on first use and kept (thread-safe).
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.Client(
-            base_url=self.base_url.rstrip("/"),
-            headers=headers,
-            timeout=self.timeout,
-            follow_redirects=False,
-            trust_env=False,
-        )
+        Building an httpx client builds its TLS context (loads the CA bundle): 25-40 ms of CPU here,
+        more than embedding a query, so a client per request made every search pay it. Connections are
+        not kept alive: the embedder has no owner to close it, so no socket may outlive a request.
+        """
+        with self._http_lock:
+            if self._http is None:
+                import httpx
+
+                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+                self._http = httpx.Client(
+                    base_url=self.base_url.rstrip("/"),
+                    headers=headers,
+                    timeout=self.timeout,
+                    follow_redirects=False,
+                    trust_env=False,
+                    limits=httpx.Limits(max_keepalive_connections=0),
+                )
+            client = self._http
+        yield client
 
     def info(self) -> dict[str, Any]:
         """TEI's `GET /info` (model id, max_input_length, ...); `{}` for the OpenAI-compatible API."""
