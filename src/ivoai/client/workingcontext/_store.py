@@ -478,13 +478,14 @@ class ArtifactStore:
     def _scan_while_writing(
         self, stage_fd: int, kept: bytes, commit_meta: Callable[[str], ArtifactRef]
     ) -> ArtifactRef:
-        """Scan `kept` for credentials while other threads hash it and write + fsync it.
+        """Scan `kept` for credentials, then hash it, while another thread writes and fsyncs it.
 
         The copy goes into an *unnamed* file (`O_TMPFILE`) in the staging directory, and is linked
         as `payload` only after the scan found nothing: a refused payload never gets a name and
         vanishes with the descriptor, even if the process dies. The scan (Hyperscan, RE2), hashlib,
-        `write` and `fsync` all release the GIL, so the three run at once: on two cores the put
-        costs about the slowest of them, and the fsync's wait for the disk overlaps the CPU work.
+        `write` and `fsync` all release the GIL, so on two cores the two chains run at once and the
+        fsync's wait for the disk overlaps the hashing. Two threads, not three: a separate hashing
+        thread starved the write (the longest chain: write, then the disk's fsync), measured slower.
         Once the scan passed and the digest is known, `commit_meta(digest)` writes and fsyncs the
         meta while the payload's fsync may still be running (one journal commit can serve both);
         the payload is linked only after its own fsync returned. Returns what `commit_meta` built.
@@ -507,22 +508,14 @@ class ArtifactStore:
                 except OSError as exc:
                     failures.append(exc)
 
-            def digest() -> None:
-                digests.append(hashlib.sha256(kept).hexdigest())
-
             writer = threading.Thread(target=write_and_sync, name="ivoai-artifact-write", daemon=True)
-            hasher = threading.Thread(target=digest, name="ivoai-artifact-hash", daemon=True)
             writer.start()
-            hasher.start()
             try:
                 self._refuse_credentials(kept)
-                hasher.join()
-                if not digests:
-                    raise StoreUnavailableError("the artifact could not be hashed")
+                digests.append(hashlib.sha256(kept).hexdigest())
                 ref = commit_meta(digests[0])
             finally:
                 writer.join()
-                hasher.join()
             if failures:
                 raise failures[0]
             try:
