@@ -87,6 +87,7 @@ CONTEXT_BINARY_SNIFF_BYTES = 8 * KIB  # a NUL byte in this prefix marks a file a
 CONTEXT_EMBED_BATCH_SIZE = 16  # chunks per embedder call
 CONTEXT_WORK_BATCH_CHUNKS = 64  # chunks embedded before their documents are committed
 CONTEXT_INDEX_UPSERT_BATCH = 256
+CONTEXT_INDEX_SEARCH_THREADS_MAX = 8  # Qdrant Edge search pool: one thread per usable CPU, at most this
 CONTEXT_PREFETCH_MIN = 50  # candidates fetched from each of dense and lexical before fusion
 CONTEXT_RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al.)
 CONTEXT_HYBRID_DENSE_WEIGHT = 0.75  # hybrid = 0.75 dense + 0.25 lexical (min-max normalized scores)

@@ -12,6 +12,7 @@ The index is a cache: the catalog is authoritative and `rebuild` recreates the i
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import warnings
@@ -22,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from ivoai.common.limits import (
     CONTEXT_HYBRID_DENSE_WEIGHT,
+    CONTEXT_INDEX_SEARCH_THREADS_MAX,
     CONTEXT_INDEX_UPSERT_BATCH,
     EMBEDDING_DIMENSIONS,
 )
@@ -54,9 +56,10 @@ class IndexPoint:
 
 @dataclass(frozen=True)
 class Hit:
+    """A search result: the point and its score (the catalog holds everything else, so no payload)."""
+
     point_id: str
     score: float
-    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -98,14 +101,13 @@ def point_sparse(point: IndexPoint) -> Sparse:
 
 def fuse(dense: Sequence[Hit], lexical: Sequence[Hit], limit: int) -> list[Hit]:
     """Hybrid ranking of the dense and lexical candidates (best first); the score is the fused score."""
-    payloads = {h.point_id: h.payload for h in (*lexical, *dense)}
     fused = convex_fusion(
         [(h.point_id, h.score) for h in dense],
         [(h.point_id, h.score) for h in lexical],
         CONTEXT_HYBRID_DENSE_WEIGHT,
         limit,
     )
-    return [Hit(pid, score, payloads[pid]) for pid, score in fused]
+    return [Hit(pid, score) for pid, score in fused]
 
 
 # ------------------------------------------------------------------------------------------------ edge
@@ -113,6 +115,19 @@ def _edge_sparse(vec: Sparse) -> Any:
     import qdrant_edge as qe
 
     return qe.SparseVector(indices=vec.indices, values=vec.values)
+
+
+def _search_threads() -> int:
+    """Qdrant Edge's per-shard search pool: one thread per CPU this process may run on.
+
+    The engine's own default was 8 threads on a 2-CPU machine here: each hybrid search then paid
+    ~200 forced context switches and ~0.5 ms of CPU for per-segment parallelism the cores cannot give.
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, CONTEXT_INDEX_SEARCH_THREADS_MAX))
 
 
 _SHARDS: dict[str, tuple[Any, int]] = {}
@@ -132,10 +147,11 @@ def _acquire_shard(path: Path) -> Any:
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=EMBEDDING_DIMENSIONS, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            max_search_threads=_search_threads(),
         )
         try:
             if (path / "segments").exists() or (path / "wal").exists():
-                shard = qe.EdgeShard.load(key)
+                shard = qe.EdgeShard.load(key, config)  # checked against the shard; sets the pool size
             else:
                 shard = qe.EdgeShard.create(key, config)
                 for name in PAYLOAD_KEYWORDS:
@@ -254,37 +270,54 @@ class EdgeIndex:
     def search(self, spec: SearchSpec) -> list[Hit]:
         """Dense, lexical or hybrid (fused) search with optional connector and path-prefix filters."""
         if spec.mode == "dense":
-            return self._query(spec, "dense", spec.limit)
+            return self._run([self._request(spec, "dense", spec.limit)])[0]
         if spec.mode == "lexical":
-            return self._query(spec, "lexical", spec.limit)
+            return self._run([self._request(spec, "lexical", spec.limit)])[0]
         depth = max(spec.prefetch, spec.limit)
-        return fuse(self._query(spec, "dense", depth), self._query(spec, "lexical", depth), spec.limit)
+        # One engine batch for both candidate lists: one pass over the segments, one GIL release.
+        requests = [self._request(spec, "dense", depth), self._request(spec, "lexical", depth)]
+        dense, lexical = self._run(requests)
+        return fuse(dense, lexical, spec.limit)
 
-    def _query(self, spec: SearchSpec, mode: str, limit: int) -> list[Hit]:
+    def _request(self, spec: SearchSpec, mode: str, limit: int) -> Any:
+        """The engine request for one candidate list, or None when it cannot match anything."""
         import qdrant_edge as qe
 
         flt = _edge_filter(spec)
         if mode == "dense":
             if spec.dense is None:
-                return []
-            req = qe.QueryRequest(
+                return None
+            return qe.QueryRequest(
                 limit=limit,
                 query=qe.Query.Nearest(spec.dense, using=DENSE),
                 filter=flt,
-                with_payload=True,
+                with_payload=False,
                 score_threshold=spec.dense_floor,
             )
+        if spec.query_text is None:
+            return None
+        sparse = _edge_sparse(sparse_query(spec.query_text))
+        if not sparse.indices:  # no lexical token (punctuation only): nothing can match
+            return None
+        return qe.QueryRequest(
+            limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt, with_payload=False
+        )
+
+    def _run(self, requests: list[Any]) -> list[list[Hit]]:
+        """Run the requests (None = no result) as one engine call; hits per request, in order."""
+        import qdrant_edge as qe
+
+        live = [r for r in requests if r is not None]
+        if not live:
+            batches: list[Any] = []
+        elif len(live) == 1:
+            batches = [self._call(self._shard.query, live[0])]
         else:
-            if spec.query_text is None:
-                return []
-            sparse = _edge_sparse(sparse_query(spec.query_text))
-            if not sparse.indices:  # no lexical token (punctuation only): nothing can match
-                return []
-            req = qe.QueryRequest(
-                limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt, with_payload=True
-            )
-        points = self._call(self._shard.query, req)
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+            batches = self._call(self._shard.query_batch, qe.QueryBatchRequest(live))
+        results = iter(batches)
+        return [
+            [] if r is None else [Hit(str(p.id), float(p.score)) for p in next(results)] for r in requests
+        ]
 
     def iter_ids(self) -> Iterator[str]:
         """Every point ID in the index (for repair after an interrupted run)."""
@@ -436,9 +469,9 @@ class QdrantIndex:
             limit=limit,
             query_filter=flt,
             score_threshold=threshold,
-            with_payload=True,
+            with_payload=False,
         )
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+        return [Hit(str(p.id), float(p.score)) for p in res.points]
 
     def iter_ids(self) -> Iterator[str]:
         """Every point ID."""
