@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 from ivoai.common.limits import CONTEXT_INDEX_SEARCH_THREADS_MAX
@@ -88,25 +90,34 @@ def test_dense_and_lexical_modes_return_point_ids_and_scores_only(tmp_path: Path
         index.close()
 
 
+_POOL_PROBE = """
+import os, random, sys
+from pathlib import Path
+from ivoai.server.context.index import EdgeIndex, IndexPoint, SearchSpec
+rng = random.Random(1)
+vec = lambda: [rng.gauss(0, 1) for _ in range(384)]
+index = EdgeIndex(Path(sys.argv[1]))
+if sys.argv[2] == "create":
+    index.upsert([IndexPoint(f"00000000-0000-0000-0000-{i:012d}", vec(), "token refresh", {"path": "a"})
+                  for i in range(10)])
+index.search(SearchSpec(limit=3, dense=vec(), query_text="token"))
+names = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
+print(len([n for n in names if n.startswith("edge-search-")]), index.count())
+index.close()
+"""
+
+
 def test_the_search_pool_has_one_thread_per_usable_cpu(tmp_path: Path) -> None:
     usable = len(os.sched_getaffinity(0))
     assert _search_threads() == max(1, min(usable, CONTEXT_INDEX_SEARCH_THREADS_MAX))
-    # an existing shard reopens with the pool size given on load
-    rng = random.Random(1)
-    first = EdgeIndex(tmp_path / "edge")
-    first.upsert(_points(rng, 10))
-    first.close()
-    again = EdgeIndex(tmp_path / "edge")
-    try:
-        assert again.count() == 10
-        again.search(SearchSpec(limit=3, dense=_unit(rng), query_text="token"))
-        # The engine's default here was 8 threads (2 CPUs); the pool is shared by this process's shards.
-        assert 1 <= _search_pool_threads() <= _search_threads()
-    finally:
-        again.close()
-
-
-def _search_pool_threads() -> int:
-    """Threads of this process that Qdrant Edge's search pools run on (named `edge-search-N`)."""
-    names = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
-    return len([n for n in names if n.startswith("edge-search-")])
+    # In fresh processes (this one may hold other tests' shards and their pools): the engine's
+    # default here was 8 threads on 2 CPUs; a created and a reopened shard both get the sized pool.
+    for step in ("create", "reopen"):
+        out = subprocess.run(
+            [sys.executable, "-c", _POOL_PROBE, str(tmp_path / "edge"), step],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout.split()
+        assert out == [str(_search_threads()), "10"], step
