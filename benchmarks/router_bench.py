@@ -132,28 +132,29 @@ _ROUTER_MAIN = (
 
 
 @contextlib.contextmanager
-def _router_process(env: dict[str, str], label: str, src: str | None) -> Iterator[_Router]:
-    """A session router in its own process (as in a real session), from `src` (default: this tree)."""
-    env = dict(env)
-    if src is not None:
-        env["PYTHONPATH"] = str(Path(src).resolve() / "src")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _ROUTER_MAIN],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def _child(argv: list[str], env: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+    """A helper process that prints one JSON line when ready and exits when its stdin closes."""
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdin is not None
-        info = json.loads(proc.stdout.readline())
-        yield _Router(label, info["url"], info["token"], int(info["pid"]), info["src"])
+        info: dict[str, Any] = json.loads(proc.stdout.readline())
+        yield info
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
         proc.wait(30)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@contextlib.contextmanager
+def _router_process(env: dict[str, str], label: str, src: str | None) -> Iterator[_Router]:
+    """A session router in its own process (as in a real session), from `src` (default: this tree)."""
+    env = dict(env)
+    if src is not None:
+        env["PYTHONPATH"] = str(Path(src).resolve() / "src")
+    with _child([sys.executable, "-c", _ROUTER_MAIN], env) as info:
+        yield _Router(label, info["url"], info["token"], int(info["pid"]), info["src"])
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -239,25 +240,11 @@ class _StandIn:
 @contextlib.contextmanager
 def _stand_in_process() -> Iterator[_StandIn]:
     """The stand-in embedding service in its own process (like a service on another machine)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-stand-in-embedder"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        info = json.loads(proc.stdout.readline())
+    with _child([sys.executable, str(Path(__file__).resolve()), "--serve-stand-in-embedder"]) as info:
         url = f"http://127.0.0.1:{info['port']}"
         with socket.create_connection(("127.0.0.1", info["port"]), timeout=10):
             pass
         yield _StandIn(url, int(info["pid"]))
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(30)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 async def _timed(call: Callable[[], Awaitable[Any]]) -> float:

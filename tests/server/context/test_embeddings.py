@@ -150,10 +150,10 @@ class _TeiStandIn(BaseHTTPRequestHandler):
         self._send(200, vecs)
 
 
-@pytest.fixture
-def tei_stand_in() -> Iterator[str]:
-    _TeiStandIn.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TeiStandIn)
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on an ephemeral loopback port in a thread; yield its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:
@@ -163,13 +163,24 @@ def tei_stand_in() -> Iterator[str]:
         server.server_close()
 
 
+def _write_key_file(data_dir: ServerDataDir) -> None:
+    """The stand-in's API key as DIR/secrets/tei.key (0600), as an operator would store it."""
+    fd = os.open(data_dir.secrets / "tei.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (_TeiStandIn.key + "\n").encode())
+    os.close(fd)
+
+
+@pytest.fixture
+def tei_stand_in() -> Iterator[str]:
+    _TeiStandIn.seen = []
+    with _serving(_TeiStandIn) as url:
+        yield url
+
+
 def test_tei_embed_path_adds_e5_prefixes_asks_to_truncate_and_sends_the_key_from_a_0600_file(
     tei_stand_in: str, data_dir: ServerDataDir
 ) -> None:
-    key_file = data_dir.secrets / "tei.key"
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.write(fd, (_TeiStandIn.key + "\n").encode())
-    os.close(fd)
+    _write_key_file(data_dir)
     settings = ContextSettings(
         embedder="tei", tei_url=tei_stand_in, tei_api="tei", tei_api_key_file="tei.key"
     )
@@ -231,14 +242,8 @@ class _KeepAliveTei(_TeiStandIn):
 def keepalive_tei() -> Iterator[str]:
     _KeepAliveTei.seen, _KeepAliveTei.ports, _KeepAliveTei.ended = [], [], []
     _KeepAliveTei.ended_event = threading.Event()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveTei)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(_KeepAliveTei) as url:
+        yield url
 
 
 def test_tei_embedder_keeps_one_connection_alive_across_requests_until_closed(keepalive_tei: str) -> None:
@@ -261,10 +266,7 @@ def test_tei_embedder_keeps_one_connection_alive_across_requests_until_closed(ke
 def test_the_context_service_closes_the_embedding_connections_of_the_embedder_it_made(
     keepalive_tei: str, data_dir: ServerDataDir
 ) -> None:
-    key_file = data_dir.secrets / "tei.key"
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.write(fd, (_TeiStandIn.key + "\n").encode())
-    os.close(fd)
+    _write_key_file(data_dir)
     config = (
         f'[context]\nembedder = "tei"\ntei_url = "{keepalive_tei}"\ntei_api = "tei"\n'
         'tei_api_key_file = "tei.key"\n'
