@@ -48,6 +48,9 @@ def test_doctor_json_on_a_fresh_home_reports_every_path_and_not_probed(cli: CliR
         if comp["implementation"] is None:
             assert comp["installed"] == comp["available"] == comp["health"]["state"] == "not_probed"
     assert doc["versions"]["ivoai"] == "0.1.0"
+    # the credential scan's engines are dependencies: reported with their installed versions
+    assert doc["versions"]["google-re2"] != "not installed"
+    assert doc["versions"]["hyperscan"] != "not installed"
     # doctor is read-only: a fresh home stays empty.
     assert not any(root.exists() for root in xdg.roots().values())
 

@@ -43,7 +43,9 @@ EXPECTED_COMPONENTS: tuple[tuple[str, str], ...] = (
     ("headroom", "compression_provider"),
 )
 
-DEPENDENCIES = ("typer", "rich", "tomlkit", "pydantic", "httpx", "mcp")
+# google-re2 and hyperscan: the artifact store's credential scan falls back to slower engines
+# without them, so doctor shows whether they are there.
+DEPENDENCIES = ("typer", "rich", "tomlkit", "pydantic", "httpx", "mcp", "google-re2", "hyperscan")
 
 
 @dataclass(frozen=True)
