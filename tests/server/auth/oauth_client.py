@@ -106,8 +106,10 @@ async def full_flow(
     *,
     scopes: str | None = None,
     activation_scopes: list[str] | None = None,
+    **registration: Any,
 ) -> tuple[Client, dict[str, Any]]:
-    client = await registered(http)
+    """Register (with `registration` metadata), authorize with PKCE and redeem the code; the tokens."""
+    client = await registered(http, **registration)
     verifier, challenge = pkce()
     code = await code_for(app, http, client, challenge, scopes=scopes, activation_scopes=activation_scopes)
     response = await token_request(
@@ -142,3 +144,16 @@ async def mcp_status(http: httpx2.AsyncClient, token: str, **headers: str) -> in
         "/mcp", json=INIT, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}", **headers}
     )
     return response.status_code
+
+
+async def tools_call(
+    http: httpx2.AsyncClient, token: str, name: str, arguments: dict[str, Any]
+) -> httpx2.Response:
+    """A `tools/call` of `name` on /mcp with `token` (the raw HTTP response)."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    return await http.post("/mcp", json=call, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"})

@@ -23,6 +23,7 @@ from tests.server.auth.oauth_client import (
     register,
     registered,
     token_request,
+    tools_call,
 )
 from tests.server.gateway.support import Clock, data_dir, enroll, inproc, make_app, mcp_session
 
@@ -464,19 +465,8 @@ async def test_requesting_more_than_the_activation_code_grants_is_narrowed_never
                 redirect_uri=REDIRECT,
             )
         ).json()
-        call = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "memory_delete_page", "arguments": {"path": "a.md", "confirm": "a.md"}},
-        }
-        denied = await http.post(
-            "/mcp",
-            json=call,
-            headers={
-                "Authorization": f"Bearer {tokens['access_token']}",
-                "Accept": "application/json, text/event-stream",
-            },
+        denied = await tools_call(
+            http, tokens["access_token"], "memory_delete_page", {"path": "a.md", "confirm": "a.md"}
         )
     assert tokens["scope"] == "context:read"
     assert denied.status_code == 403
@@ -507,19 +497,8 @@ async def test_scope_escalation_at_refresh_and_at_the_tool_boundary_is_refused(t
             scope="context:read memory:write",
         )
         assert wider.status_code == 400 and wider.json()["error"] == "invalid_scope"
-        call = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "memory_write_page", "arguments": {"path": "a.md", "body": "x"}},
-        }
-        denied = await http.post(
-            "/mcp",
-            json=call,
-            headers={
-                "Authorization": f"Bearer {tokens['access_token']}",
-                "Accept": "application/json, text/event-stream",
-            },
+        denied = await tools_call(
+            http, tokens["access_token"], "memory_write_page", {"path": "a.md", "body": "x"}
         )
     assert denied.status_code == 403
     assert 'error="insufficient_scope"' in denied.headers["www-authenticate"]
@@ -564,19 +543,9 @@ def test_client_dataclass_is_importable() -> None:
 async def test_public_client_without_a_secret_completes_the_flow_with_pkce(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
-        client = await registered(http, token_endpoint_auth_method="none")
-        assert client.client_secret is None
-        verifier, challenge = pkce()
-        code = await code_for(app, http, client, challenge)
-        response = await token_request(
-            http,
-            client,
-            grant_type="authorization_code",
-            code=code,
-            code_verifier=verifier,
-            redirect_uri=REDIRECT,
-        )
-    assert response.status_code == 200, response.text
+        client, tokens = await full_flow(app, http, token_endpoint_auth_method="none")  # asserts HTTP 200
+    assert client.client_secret is None
+    assert tokens["access_token"] and tokens["refresh_token"]
 
 
 async def test_basic_client_authentication_and_wrong_secrets(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from ivoai.server.app import create_app
 from ivoai.server.context.models import IngestReport
 from ivoai.server.gateway.settings import GatewaySettings
 from ivoai.server.skills.registry import load_skill
-from tests.server.auth.oauth_client import full_flow
+from tests.server.auth.oauth_client import INIT, full_flow
 from tests.server.gateway.support import data_dir, inproc, make_app, make_hub
 
 pytestmark = pytest.mark.anyio
@@ -45,20 +45,7 @@ async def test_initialize_states_the_research_order_and_skills_are_listed_and_fe
     async with inproc(app) as http:
         _, tokens = await full_flow(app, http)
         headers = {**HEADERS, "Authorization": f"Bearer {tokens['access_token']}"}
-        init = await http.post(
-            "/mcp",
-            headers=headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-        )
+        init = await http.post("/mcp", headers=headers, json=INIT)
         result = _sse_json(init.text)["result"]
         headers["mcp-session-id"] = init.headers["mcp-session-id"]
         headers["mcp-protocol-version"] = result["protocolVersion"]
