@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,21 @@ from tests.client.agents.standins import finish, install_client, start_ivoai, wa
 from tests.conftest import CliRunner, run_ivoai
 
 
+def _record(**fields: Any) -> SessionRecord:
+    """A session record of this process (codex, direct provider) with `fields` overriding."""
+    base: dict[str, Any] = {
+        "id": new_session_id(),
+        "executor": "codex",
+        "pid": os.getpid(),
+        "pid_start": start_marker(os.getpid()),
+        "started_at": 1.0,
+        "requested_provider": "direct",
+        "effective_provider": "direct",
+        "provider_source": "flag",
+    }
+    return SessionRecord(**(base | fields))
+
+
 def test_a_stale_record_whose_pid_was_reused_is_never_signalled(xdg: XdgPaths) -> None:
     # A live process that merely has the recorded PID: its start marker differs from the record's.
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -26,16 +42,7 @@ def test_a_stale_record_whose_pid_was_reused_is_never_signalled(xdg: XdgPaths) -
         marker = start_marker(bystander.pid)
         assert marker is not None
         store = SessionStore(xdg)
-        record = SessionRecord(
-            id=new_session_id(),
-            executor="codex",
-            pid=bystander.pid,
-            pid_start=str(int(marker) - 1),
-            started_at=1.0,
-            requested_provider="direct",
-            effective_provider="direct",
-            provider_source="flag",
-        )
+        record = _record(pid=bystander.pid, pid_start=str(int(marker) - 1))
         store.write(record)
         with pytest.raises(SessionNotRunningError, match="nothing was signalled"):
             stop_session(store, record.id)
@@ -48,17 +55,7 @@ def test_a_stale_record_whose_pid_was_reused_is_never_signalled(xdg: XdgPaths) -
 
 def test_an_ended_session_is_not_signalled(xdg: XdgPaths, cli: CliRunner) -> None:
     store = SessionStore(xdg)
-    record = SessionRecord(
-        id=new_session_id(),
-        executor="codex",
-        pid=os.getpid(),
-        pid_start=start_marker(os.getpid()),
-        started_at=1.0,
-        requested_provider="direct",
-        effective_provider="direct",
-        provider_source="flag",
-        state="ended",
-    )
+    record = _record(state="ended")
     store.write(record)
     result = cli("session", "stop", record.id)
     assert result.code == 1
@@ -104,14 +101,10 @@ def test_human_list_show_and_monitor_render_a_record_without_client_details(
     xdg: XdgPaths, cli: CliRunner
 ) -> None:
     store = SessionStore(xdg)
-    record = SessionRecord(
-        id=new_session_id(),
+    record = _record(
         executor="claude",
-        pid=os.getpid(),
-        pid_start=start_marker(os.getpid()),
         started_at=1_700_000_000.0,
         requested_provider="caveman",
-        effective_provider="direct",
         provider_source="default",
         bypass=True,
         bypass_reason="authoritative_knowledge",
