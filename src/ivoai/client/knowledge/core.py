@@ -17,6 +17,9 @@ from ivoai.client.knowledge.breaker import CircuitBreaker
 from ivoai.client.knowledge.merge import SourceOutcome, attribute_single, error_result, merge_results
 from ivoai.client.knowledge.profiles import Kind, KnowledgeSource, ServerProfile
 from ivoai.client.knowledge.settings import (
+    CONTEXT_TOOLS,
+    MEMORY_READ_TOOLS,
+    MEMORY_WRITE_TOOLS,
     READ_TOOLS,
     ROUTER_HOST,
     ROUTER_PATH,
@@ -43,16 +46,8 @@ def kind_of_tool(name: str) -> Kind | None:
 
 
 FALLBACK_TOOLS: dict[Kind, tuple[str, ...]] = {
-    "context": ("context_search", "context_get_document", "context_recent", "context_health"),
-    "memory": (
-        "memory_query",
-        "memory_recent",
-        "memory_read_page",
-        "memory_status",
-        "memory_write_page",
-        "memory_feedback",
-        "memory_delete_page",
-    ),
+    "context": CONTEXT_TOOLS,
+    "memory": MEMORY_READ_TOOLS + MEMORY_WRITE_TOOLS,
 }
 
 

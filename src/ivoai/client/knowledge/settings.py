@@ -19,20 +19,18 @@ ROUTER_STOP_TIMEOUT_SECONDS = 5.0
 SOURCE_ARG = "knowledge_source"
 STATUS_TOOL = "knowledge_status"
 
-# Tools the router knows to be reads (fan out, fail over). Everything else is treated as a write.
-READ_TOOLS: frozenset[str] = frozenset(
-    {
-        "context_search",
-        "context_get_document",
-        "context_recent",
-        "context_health",
-        "memory_query",
-        "memory_recent",
-        "memory_read_page",
-        "memory_status",
-    }
+# The protocol-1 tool names, in the order the router lists them when no upstream answers.
+CONTEXT_TOOLS: tuple[str, ...] = (
+    "context_search",
+    "context_get_document",
+    "context_recent",
+    "context_health",
 )
-WRITE_TOOLS: frozenset[str] = frozenset({"memory_write_page", "memory_feedback", "memory_delete_page"})
+MEMORY_READ_TOOLS: tuple[str, ...] = ("memory_query", "memory_recent", "memory_read_page", "memory_status")
+MEMORY_WRITE_TOOLS: tuple[str, ...] = ("memory_write_page", "memory_feedback", "memory_delete_page")
+# Tools the router knows to be reads (fan out, fail over). Everything else is treated as a write.
+READ_TOOLS: frozenset[str] = frozenset(CONTEXT_TOOLS + MEMORY_READ_TOOLS)
+WRITE_TOOLS: frozenset[str] = frozenset(MEMORY_WRITE_TOOLS)
 
 
 @dataclass(frozen=True)
