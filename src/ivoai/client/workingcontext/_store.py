@@ -463,16 +463,21 @@ class ArtifactStore:
                 + "); it was refused and nothing was kept"
             )
 
-    def _write_payload(self, stage_fd: int, kept: bytes) -> str:
-        """Write `kept` as `payload` in the staging directory and fsync; return its SHA-256."""
-        fd = os.open(PAYLOAD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+    @staticmethod
+    def _write_new_file(stage_fd: int, name: str, data: bytes) -> None:
+        """Create `name` (0600, never an existing file or a link) in the staging directory, write, fsync."""
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      PRIVATE_FILE_MODE, dir_fd=stage_fd)  # fmt: skip
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
-            _write_all(fd, kept)
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _write_payload(self, stage_fd: int, kept: bytes) -> str:
+        """Write `kept` as `payload` in the staging directory and fsync; return its SHA-256."""
+        self._write_new_file(stage_fd, PAYLOAD, kept)
         return hashlib.sha256(kept).hexdigest()
 
     def _scan_while_writing(
@@ -556,15 +561,7 @@ class ArtifactStore:
         return kept, original, hasher.hexdigest()
 
     def _write_meta(self, stage_fd: int, ref: ArtifactRef) -> None:
-        body = ref.model_dump_json(indent=2).encode("utf-8") + b"\n"
-        fd = os.open(META, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     PRIVATE_FILE_MODE, dir_fd=stage_fd)  # fmt: skip
-        try:
-            os.fchmod(fd, PRIVATE_FILE_MODE)
-            _write_all(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self._write_new_file(stage_fd, META, ref.model_dump_json(indent=2).encode("utf-8") + b"\n")
 
     def _usage_locked(self, objects_fd: int) -> tuple[int, int, dict[str, SessionUsage]]:
         """Recount committed objects from disk (caller holds the store lock)."""
