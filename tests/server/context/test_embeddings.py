@@ -7,7 +7,9 @@ import contextlib
 import json
 import math
 import os
+import select
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -21,11 +23,13 @@ import httpx
 import pytest
 
 from ivoai.common.fsio import atomic_write
+from ivoai.server.context import embeddings
 from ivoai.server.context.embeddings import BuiltinEmbedder, TeiEmbedder, make_embedder
 from ivoai.server.context.errors import EmbedderError
 from ivoai.server.context.service import ContextService
 from ivoai.server.context.settings import ContextSettings, load_settings
 from ivoai.server.datadir import ServerDataDir
+from tests.tls import self_signed_cert
 
 
 def _cos(a: list[float], b: list[float]) -> float:
@@ -202,21 +206,48 @@ def test_tei_wrong_key_is_reported_without_leaking_it(tei_stand_in: str) -> None
     assert "wrong-key-value" not in str(err.value)
 
 
-def test_tei_embedder_builds_its_http_client_once_not_per_request(
-    tei_stand_in: str, monkeypatch: pytest.MonkeyPatch
+@contextlib.contextmanager
+def _serving_tls(handler: type[BaseHTTPRequestHandler], cert: Path, key: Path) -> Iterator[str]:
+    """Serve `handler` over TLS (the given certificate) on an ephemeral loopback port; yield its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_tei_over_https_verifies_the_certificate_and_builds_its_tls_context_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built: list[httpx.Client] = []
+    cert, key = self_signed_cert(tmp_path)
+    _KeepAliveTei.seen, _KeepAliveTei.ports, _KeepAliveTei.ended = [], [], []
+    with _serving_tls(_KeepAliveTei, cert, key) as url:
+        untrusted = TeiEmbedder(url, api="tei", api_key=_TeiStandIn.key)
+        with contextlib.closing(untrusted), pytest.raises(EmbedderError, match="failed: ConnectError") as err:
+            untrusted.embed_queries(["x"])
+        assert _TeiStandIn.key not in str(err.value)
+        assert _KeepAliveTei.seen == []  # nothing was sent to a server whose certificate is not trusted
 
-    class CountingClient(httpx.Client):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            built.append(self)
+        built: list[ssl.SSLContext] = []
+        real = ssl.create_default_context
 
-    monkeypatch.setattr(httpx, "Client", CountingClient)
-    with contextlib.closing(TeiEmbedder(tei_stand_in, api="tei", api_key=_TeiStandIn.key)) as tei:
-        for text in ("one", "two", "three"):
-            assert len(tei.embed_queries([text])[0]) == 384
-    assert len(built) == 1
+        def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+            built.append(real(*args, **kwargs))
+            return built[-1]
+
+        monkeypatch.setattr(ssl, "create_default_context", counting)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the operator's CA, as OpenSSL reads it
+        with contextlib.closing(TeiEmbedder(url, api="tei", api_key=_TeiStandIn.key)) as tei:
+            for text in ("one", "two", "three"):
+                assert len(tei.embed_queries([text])[0]) == 384
+    assert len(built) == 1  # loading CA bundles costs tens of ms: once per embedder, not per request
+    assert len(_KeepAliveTei.ports) == 3 and len(set(_KeepAliveTei.ports)) == 1
 
 
 class _KeepAliveTei(_TeiStandIn):
@@ -292,3 +323,78 @@ def test_settings_come_from_the_context_table_and_typos_are_refused(data_dir: Se
     atomic_write(data_dir.root, data_dir.config_file, b'[context]\nembeder = "tei"\n')
     with pytest.raises(SettingsError, match="context.embeder"):
         load_settings(data_dir)
+
+
+class _ClosingTei(_KeepAliveTei):
+    """Answers like TEI with keep-alive (no `Connection: close`), then closes the connection anyway, as a
+    service does when its idle timeout expires or it restarts."""
+
+    def do_POST(self) -> None:
+        super().do_POST()
+        self.close_connection = True
+
+
+@pytest.mark.parametrize("peer_close_seen_before_reuse", [True, False])
+def test_a_kept_alive_connection_the_service_closed_is_replaced_not_reported(
+    peer_close_seen_before_reuse: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _ClosingTei.seen, _ClosingTei.ports, _ClosingTei.ended = [], [], []
+    _ClosingTei.ended_event = threading.Event()
+    with (
+        _serving(_ClosingTei) as url,
+        contextlib.closing(TeiEmbedder(url, api="tei", api_key=_ClosingTei.key)) as tei,
+    ):
+        tei.embed_queries(["one"])
+        assert _ClosingTei.ended_event.wait(10)  # the service has closed the kept-alive connection
+        if not peer_close_seen_before_reuse:  # the close arrives after the idle check: sent, then retried
+            monkeypatch.setattr(select, "select", lambda r, w, x, t: ([], [], []))
+        assert len(tei.embed_queries(["two"])[0]) == 384
+    assert [r["inputs"] for r in _ClosingTei.seen] == [["query: one"], ["query: two"]]
+    assert len(set(_ClosingTei.ports)) == 2
+
+
+def test_an_unanswered_request_times_out_with_a_named_error() -> None:
+    with socket.socket() as listener:  # accepts connections (backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with (
+            contextlib.closing(TeiEmbedder(url, api="tei", timeout=0.3)) as tei,
+            pytest.raises(EmbedderError, match=r"failed: ReadTimeout$"),
+        ):
+            tei.embed_queries(["x"])
+
+
+def test_errors_name_the_service_without_credentials_from_its_url() -> None:
+    url = f"http://operator:url-secret-value-42@127.0.0.1:{_free_port()}"
+    with contextlib.closing(TeiEmbedder(url, api="tei")) as tei, pytest.raises(EmbedderError) as err:
+        tei.embed_queries(["x"])
+    assert str(err.value).endswith("failed: ConnectError")
+    assert "url-secret-value-42" not in str(err.value) and "127.0.0.1" in str(err.value)
+
+
+def test_a_non_2xx_answer_and_an_oversized_answer_are_named_errors(
+    tei_stand_in: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with contextlib.closing(
+        TeiEmbedder(tei_stand_in + "/no-such-prefix", api="tei", api_key=_TeiStandIn.key)
+    ) as tei, pytest.raises(EmbedderError, match=r"/info at .*/no-such-prefix failed: HTTPStatusError$"):
+        tei.info()  # the base URL's path is kept: GET /no-such-prefix/info answers 404
+    monkeypatch.setattr(embeddings, "TEI_RESPONSE_MAX_BYTES", 1000)  # one 384-float vector is ~7 KB
+    with (
+        contextlib.closing(TeiEmbedder(tei_stand_in, api="tei", api_key=_TeiStandIn.key)) as tei,
+        pytest.raises(EmbedderError, match=r"failed: ResponseTooLarge$"),
+    ):
+        tei.embed_queries(["x"])
+
+
+def test_vectors_with_non_numbers_or_non_finite_values_are_refused_by_name() -> None:
+    good = [0.5] * 4
+    assert embeddings._check_vectors([good], 1, 4, "svc") == [good]
+    with pytest.raises(EmbedderError, match="svc returned a non-numeric value"):
+        embeddings._check_vectors([[0.5, None, 0.5, 0.5]], 1, 4, "svc")
+    with pytest.raises(EmbedderError, match="svc returned a non-finite value"):
+        embeddings._check_vectors([[0.5, math.nan, 0.5, 0.5]], 1, 4, "svc")
+    huge = [1e308, 1e308, 0.0, 0.0]  # finite values whose sum overflows: still accepted and normalized
+    (unit,) = embeddings._normalize(embeddings._check_vectors([huge], 1, 4, "svc"))
+    assert all(math.isclose(x, y) for x, y in zip(unit, [math.sqrt(0.5)] * 2 + [0.0] * 2, strict=True))
