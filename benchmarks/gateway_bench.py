@@ -43,6 +43,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 60.0
+QUERIES = ["authentication request", "database subsystem", "deployment note", "caching handles"]
 
 
 def _hash_embedder() -> Any:
@@ -63,13 +64,10 @@ def _bind() -> socket.socket:
     return sock
 
 
-def serve_reference(port_file: Path) -> None:
-    import uvicorn
+def reference_app() -> Any:
+    """The bare SDK server: one no-op tool, no auth, no guard; stateless Streamable HTTP, JSON answers."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.transport_security import TransportSecuritySettings
-
-    from ivoai.server.gateway.runner import server_config
-    from ivoai.server.gateway.settings import GatewaySettings
 
     server: MCPServer[Any] = MCPServer("bare", log_level="WARNING")
 
@@ -78,12 +76,41 @@ def serve_reference(port_file: Path) -> None:
         """Does nothing."""
         return "ok"
 
-    app = server.streamable_http_app(
+    return server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+
+
+def gateway_app(data_root: Path, port: int) -> Any:
+    """The real gateway (`GatewayApp`) over the seeded data directory, with the hash embedder."""
+    from ivoai.server.app import create_app
+    from ivoai.server.context.service import ContextService
+    from ivoai.server.datadir import ServerDataDir
+    from ivoai.server.gateway.services import ServiceHub
+    from ivoai.server.gateway.settings import GatewaySettings
+    from ivoai.server.memory.service import MemoryService
+
+    data = ServerDataDir(data_root).ensure()
+    embedder = _hash_embedder()
+    hub = ServiceHub(
+        data,
+        embedder=embedder,
+        context_opener=lambda: ContextService.open(data, embedder=embedder),
+        memory_opener=lambda: MemoryService.open(data, embedder=embedder),
+    )
+    return create_app(data, GatewaySettings(listen_port=port), hub=hub)
+
+
+def serve_reference(port_file: Path) -> None:
+    import uvicorn
+
+    from ivoai.server.gateway.runner import server_config
+    from ivoai.server.gateway.settings import GatewaySettings
+
+    app = reference_app()
     sock = _bind()
     port_file.write_text(str(sock.getsockname()[1]))
     settings = GatewaySettings(listen_port=sock.getsockname()[1])
@@ -93,26 +120,12 @@ def serve_reference(port_file: Path) -> None:
 def serve_gateway(data_root: Path, port_file: Path) -> None:
     import uvicorn
 
-    from ivoai.server.app import create_app
-    from ivoai.server.context.service import ContextService
-    from ivoai.server.datadir import ServerDataDir
     from ivoai.server.gateway.runner import uvicorn_config
-    from ivoai.server.gateway.services import ServiceHub
-    from ivoai.server.gateway.settings import GatewaySettings
-    from ivoai.server.memory.service import MemoryService
 
     if os.environ.get("BENCH_SWITCH"):
         sys.setswitchinterval(float(os.environ["BENCH_SWITCH"]))
-    data = ServerDataDir(data_root).ensure()
-    embedder = _hash_embedder()
-    hub = ServiceHub(
-        data,
-        embedder=embedder,
-        context_opener=lambda: ContextService.open(data, embedder=embedder),
-        memory_opener=lambda: MemoryService.open(data, embedder=embedder),
-    )
     sock = _bind()
-    app = create_app(data, GatewaySettings(listen_port=sock.getsockname()[1]), hub=hub)
+    app = gateway_app(data_root, sock.getsockname()[1])
     port_file.write_text(str(sock.getsockname()[1]))
     uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
 
@@ -182,6 +195,12 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` so far (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> tuple[int, int]:
+    """(all, idle) jiffies of the whole machine so far, from /proc/stat (idle includes iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -272,6 +291,7 @@ async def load(
     procs = max(1, math.ceil(workers / WORKERS_PER_CLIENT_PROCESS))
     shares = [workers // procs + (1 if k < workers % procs else 0) for k in range(procs)]
     cpu0 = cpu_seconds(pid) if pid else 0.0
+    machine0 = machine_cpu()
     if procs == 1:
         parts = [await _drive(url, headers, calls, workers, seconds, method)]
     else:
@@ -281,6 +301,8 @@ async def load(
             await asyncio.gather(*(loop.run_in_executor(_client_pool(), _drive_sync, job) for job in jobs))
         )
     cpu1 = cpu_seconds(pid) if pid else 0.0
+    machine1 = machine_cpu()
+    spent = machine1[0] - machine0[0]
     latencies = sorted(x for part in parts for x in part["latencies"])
     status_counts: dict[int, int] = {}
     for part in parts:
@@ -295,6 +317,10 @@ async def load(
         "server_cpu_ms": 1000 * (cpu1 - cpu0) / n if n else None,
         "client_cpu_share": sum(part["client_cpu"] for part in parts) / elapsed / procs if elapsed else 0.0,
         "client_processes": procs,
+        # The load generator's CPU per call (all client processes) and how busy the whole machine was:
+        # with these, `cores_bound_ratio` in `main` is the ratio reachable if only the cores limited both.
+        "client_cpu_ms": 1000 * sum(part["client_cpu"] for part in parts) / n if n else None,
+        "machine_busy": 1 - (machine1[1] - machine0[1]) / spent if spent else 0.0,
         "requests": n,
         "rps": sum(len(part["latencies"]) / part["elapsed"] for part in parts if part["elapsed"]),
         "p50_ms": 1000 * latencies[n // 2] if n else None,
@@ -308,10 +334,43 @@ async def load(
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-field medians of rps, p50 and p99 over rounds."""
     out: dict[str, Any] = {}
-    for key in ("rps", "p50_ms", "p99_ms", "server_cpu_ms", "client_cpu_share", "client_processes"):
+    for key in (
+        "rps",
+        "p50_ms",
+        "p99_ms",
+        "server_cpu_ms",
+        "client_cpu_share",
+        "client_processes",
+        "client_cpu_ms",
+        "machine_busy",
+    ):
         values = sorted(r[key] for r in results)
         out[key] = values[len(values) // 2]
     return out
+
+
+GOAL_RATIO = 0.8  # issue 6: the gateway's throughput at least 0.8x the bare SDK no-op server's
+
+
+def _core_bound(res: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    """What the machine's cores allow, from CPU per call measured in the same run.
+
+    Server and load generator share this machine's cores, so however the gateway's work were spread
+    over them (threads, processes), a run bound by the cores alone reaches at most
+    (reference server + client CPU per call) / (gateway server + client CPU per call) of the
+    reference's throughput: `cores_bound_ratio`. `server_cpu_ms_for_goal` is the gateway CPU per call
+    at which that bound would reach GOAL_RATIO with this run's client cost. `machine_busy` below ~0.9
+    means the gateway was not core-bound but serial-bound (its event loop and the GIL).
+    """
+    ref_total = ref["server_cpu_ms"] + ref["client_cpu_ms"]
+    return {
+        "client_cpu_ms": round(res["client_cpu_ms"], 2),
+        "reference_client_cpu_ms": round(ref["client_cpu_ms"], 2),
+        "machine_busy": round(res["machine_busy"], 2),
+        "reference_machine_busy": round(ref["machine_busy"], 2),
+        "cores_bound_ratio": round(ref_total / (res["server_cpu_ms"] + res["client_cpu_ms"]), 3),
+        "server_cpu_ms_for_goal": round(ref_total / GOAL_RATIO - res["client_cpu_ms"], 2),
+    }
 
 
 def emit(**fields: Any) -> None:
@@ -342,7 +401,7 @@ def main() -> None:
             gw_url = f"http://127.0.0.1:{gw_port}/v1/mcp/context"
             mem_url = f"http://127.0.0.1:{gw_port}/v1/memory/mcp"
             auth = {"Authorization": f"Bearer {credential}"}
-            queries = ["authentication request", "database subsystem", "deployment note", "caching handles"]
+            queries = QUERIES
             search_calls = [
                 {"name": "context_search", "arguments": {"query": q, "limit": 5}} for q in queries
             ]
@@ -434,6 +493,7 @@ def main() -> None:
                         server_cpu_ms=round(res["server_cpu_ms"], 2),
                         cpu_ratio_vs_reference=round(ref["server_cpu_ms"] / res["server_cpu_ms"], 3),
                         client_cpu_share=round(res["client_cpu_share"], 2),
+                        **_core_bound(res, ref),
                     )
             if args.soak_seconds > 0:
                 mixed = search_calls + memory_calls
