@@ -7,7 +7,8 @@ be copied anywhere, and (3) caps every response body at the router's upstream li
 counting bytes as they arrive. Redirects are followed only within the endpoint's origin.
 
 The router's calls use `_McpHttpSession`, a lean MCP Streamable HTTP client session (see its
-docstring for why it is not the SDK's `ClientSession`); one initialized session per connection is
+docstring for why it is not the SDK's `ClientSession`) on `http1.Http11Transport`, a lean HTTP/1.1
+transport (see its module doc for why it is not httpx2's); one initialized session per connection is
 kept open with its kept-alive HTTP connections and replaced after any failure. `open_session` (probes,
 the CLI's own calls to the router, tests) is the MCP SDK client.
 """
@@ -124,12 +125,26 @@ class OriginBoundTransport(httpx2.AsyncBaseTransport):
 
 
 def make_transport(
-    url: str, credential: str | None, *, max_response_bytes: int = ROUTER_UPSTREAM_RESPONSE_MAX_BYTES
+    url: str,
+    credential: str | None,
+    *,
+    max_response_bytes: int = ROUTER_UPSTREAM_RESPONSE_MAX_BYTES,
+    lean: bool = False,
 ) -> OriginBoundTransport:
-    """The origin-bound, capped transport for `url` (environment settings only for non-loopback)."""
+    """The origin-bound, capped transport for `url` (environment settings only for non-loopback).
+
+    `lean`: HTTP/1.1 on asyncio streams (`http1.Http11Transport`) instead of httpx2's transport, for
+    the router's own sessions; the SDK client (probes, `open_session`) keeps httpx2's.
+    """
     origin = origin_of(url)
+    trust_env = not _is_loopback_origin(origin)
+    inner: httpx2.AsyncBaseTransport | None = None
+    if lean:
+        from ivoai.client.knowledge.http1 import Http11Transport
+
+        inner = Http11Transport(url, trust_env=trust_env)
     return OriginBoundTransport(
-        origin, credential, max_response_bytes=max_response_bytes, trust_env=not _is_loopback_origin(origin)
+        origin, credential, max_response_bytes=max_response_bytes, inner=inner, trust_env=trust_env
     )
 
 
@@ -377,9 +392,10 @@ class UpstreamConnection:
             return session
         async with self._lock:
             if self._session is None:
-                session = _McpHttpSession(
-                    self.url, make_transport(self.url, self._credential, max_response_bytes=self._max)
+                transport = make_transport(
+                    self.url, self._credential, max_response_bytes=self._max, lean=True
                 )
+                session = _McpHttpSession(self.url, transport)
                 try:
                     with anyio.fail_after(CONNECT_TIMEOUT_SECONDS):
                         await session.initialize()
