@@ -28,6 +28,9 @@ PROJECTION_BUDGET_MAX_BYTES = 16 * KIB
 # Knowledge router (seed 002)
 ROUTER_REQUEST_MAX_BYTES = 4 * MIB
 ROUTER_UPSTREAM_RESPONSE_MAX_BYTES = 16 * MIB
+ROUTER_UPSTREAM_HEAD_MAX_BYTES = 64 * KIB  # status line and headers of one upstream answer
+ROUTER_UPSTREAM_KEEPALIVE_SECONDS = 4.0  # idle reuse; below uvicorn's default 5 s keep-alive timeout
+ROUTER_UPSTREAM_IDLE_CONNECTIONS = 16  # kept-alive connections per upstream
 ROUTER_SOURCE_DEADLINE_SECONDS = 15.0
 BREAKER_FAILURE_THRESHOLD = 2
 BREAKER_OPEN_SECONDS = 30.0

@@ -38,10 +38,16 @@ from typing import Any
 
 import httpx2
 
-KEEPALIVE_EXPIRY_SECONDS = 4.0  # below uvicorn's default 5 s keep-alive timeout: no reuse race
-KEEPALIVE_MAX_CONNECTIONS = 16  # idle connections kept per transport
-RESPONSE_HEAD_MAX_BYTES = 64 * 1024  # status line and headers of one answer
-READ_CHUNK_BYTES = 64 * 1024
+from ivoai.common.limits import (
+    ROUTER_UPSTREAM_HEAD_MAX_BYTES,
+    ROUTER_UPSTREAM_IDLE_CONNECTIONS,
+    ROUTER_UPSTREAM_KEEPALIVE_SECONDS,
+)
+
+KEEPALIVE_EXPIRY_SECONDS = ROUTER_UPSTREAM_KEEPALIVE_SECONDS
+KEEPALIVE_MAX_CONNECTIONS = ROUTER_UPSTREAM_IDLE_CONNECTIONS
+RESPONSE_HEAD_MAX_BYTES = ROUTER_UPSTREAM_HEAD_MAX_BYTES
+READ_CHUNK_BYTES = 64 * 1024  # one read from the socket, not a limit
 _NO_BODY_STATUSES = frozenset({204, 304})
 
 
