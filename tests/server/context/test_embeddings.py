@@ -155,13 +155,18 @@ class _TeiStandIn(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """Serve `handler` on an ephemeral loopback port in a thread; yield its base URL."""
+def _serving(handler: type[BaseHTTPRequestHandler], tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """Serve `handler` on an ephemeral loopback port in a thread (over TLS with `tls` = (certificate,
+    key)); yield its base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -206,28 +211,12 @@ def test_tei_wrong_key_is_reported_without_leaking_it(tei_stand_in: str) -> None
     assert "wrong-key-value" not in str(err.value)
 
 
-@contextlib.contextmanager
-def _serving_tls(handler: type[BaseHTTPRequestHandler], cert: Path, key: Path) -> Iterator[str]:
-    """Serve `handler` over TLS (the given certificate) on an ephemeral loopback port; yield its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_tei_over_https_verifies_the_certificate_and_builds_its_tls_context_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cert, key = self_signed_cert(tmp_path)
     _KeepAliveTei.seen, _KeepAliveTei.ports, _KeepAliveTei.ended = [], [], []
-    with _serving_tls(_KeepAliveTei, cert, key) as url:
+    with _serving(_KeepAliveTei, (cert, key)) as url:
         untrusted = TeiEmbedder(url, api="tei", api_key=_TeiStandIn.key)
         with contextlib.closing(untrusted), pytest.raises(EmbedderError, match="failed: ConnectError") as err:
             untrusted.embed_queries(["x"])
@@ -376,9 +365,12 @@ def test_errors_name_the_service_without_credentials_from_its_url() -> None:
 def test_a_non_2xx_answer_and_an_oversized_answer_are_named_errors(
     tei_stand_in: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with contextlib.closing(
-        TeiEmbedder(tei_stand_in + "/no-such-prefix", api="tei", api_key=_TeiStandIn.key)
-    ) as tei, pytest.raises(EmbedderError, match=r"/info at .*/no-such-prefix failed: HTTPStatusError$"):
+    with (
+        contextlib.closing(
+            TeiEmbedder(tei_stand_in + "/no-such-prefix", api="tei", api_key=_TeiStandIn.key)
+        ) as tei,
+        pytest.raises(EmbedderError, match=r"/info at .*/no-such-prefix failed: HTTPStatusError$"),
+    ):
         tei.info()  # the base URL's path is kept: GET /no-such-prefix/info answers 404
     monkeypatch.setattr(embeddings, "TEI_RESPONSE_MAX_BYTES", 1000)  # one 384-float vector is ~7 KB
     with (
