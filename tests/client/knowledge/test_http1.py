@@ -20,6 +20,7 @@ import httpx2
 import pytest
 
 from ivoai.client.knowledge.http1 import RESPONSE_HEAD_MAX_BYTES, Http11Transport, connection_count
+from ivoai.client.knowledge.upstream import OriginBoundTransport, UpstreamResponseTooLarge
 from tests.tls import self_signed_cert
 
 pytestmark = pytest.mark.timeout(60)
@@ -308,5 +309,26 @@ def test_tls_verifies_the_certificate_and_nothing_is_sent_to_an_untrusted_server
             await trusted.aclose()
         assert [r.status_code for r in responses] == [200, 200]
         assert len(peer.received) == 2 and peer.received[0].connection == peer.received[1].connection
+
+    anyio.run(main)
+
+
+def test_behind_the_origin_bound_transport_an_answer_over_the_cap_fails_and_closes_its_connection() -> None:
+    chunk = b"x" * 1000
+    body = b"".join(b"%x\r\n" % len(chunk) + chunk + b"\r\n" for _ in range(5)) + b"0\r\n\r\n"
+    peer = Scripted(lambda _: b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body)
+
+    async def main() -> None:
+        async with serving(peer) as url:
+            inner = Http11Transport(url)
+            transport = OriginBoundTransport(url, "cred", max_response_bytes=2500, inner=inner)
+            request = httpx2.Request("POST", url + "/mcp", content=b"{}")
+            response = await transport.handle_async_request(request)
+            with pytest.raises(UpstreamResponseTooLarge):
+                await response.aread()
+            await response.aclose()
+            assert connection_count(inner) == 0
+            await transport.aclose()
+        assert b"\r\nAuthorization: Bearer cred" in peer.received[0].head
 
     anyio.run(main)

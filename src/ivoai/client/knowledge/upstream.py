@@ -113,12 +113,8 @@ class OriginBoundTransport(httpx2.AsyncBaseTransport):
                 f"upstream response of {length} bytes exceeds {self._max}", request=request
             )
         assert isinstance(response.stream, httpx2.AsyncByteStream)
-        return httpx2.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=_CappedStream(response.stream, self._max),
-            extensions=response.extensions,
-        )
+        response.stream = _CappedStream(response.stream, self._max)  # the same response, its body capped
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
