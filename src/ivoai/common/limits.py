@@ -204,3 +204,16 @@ HTTP_HANDLER_TIMEOUT_SECONDS = 120.0  # a non-streaming request (enroll, hooks, 
 HTTP_MAX_CONCURRENCY = 1000  # connections + tasks before uvicorn answers 503
 HOOK_BATCH_MAX_EVENTS = 500
 SERVICE_RETRY_SECONDS = 30.0  # how often a failed service (memory, context) is re-opened on demand
+
+# --- Web sign-in bounds (issue 13, "sec"): what unauthenticated callers can make the server store ---
+OAUTH_REGISTRATION_MAX_BYTES = 4 * KIB  # one RFC 7591 registration body, and the metadata stored for it
+OAUTH_REDIRECT_URI_MAX_CHARS = 512  # one registered redirect URI (ChatGPT's and Claude's are < 80)
+OAUTH_CLIENT_NAME_MAX_CHARS = 200
+OAUTH_METADATA_TEXT_MAX_CHARS = 512  # any other string member (client_uri, software_id, a contact, ...)
+OAUTH_MAX_CONTACTS = 5
+OAUTH_MAX_UNUSED_CLIENTS = 5000  # registrations that never completed a grant; the oldest is evicted beyond
+OAUTH_UNUSED_CLIENT_TTL_SECONDS = 24 * 3600  # an unused registration is forgotten after a day
+OAUTH_STATE_PARAM_MAX_CHARS = 1024  # the client's `state` at /authorize (stored with the pending request)
+OAUTH_PENDING_CAP = 5000  # pending authorization requests; the oldest is dropped beyond (no refusal)
+OAUTH_SQLITE_BUSY_TIMEOUT_SECONDS = 10.0  # a writer waits this long for another process's transaction
+OAUTH_LEGACY_STATE_MAX_BYTES = 64 * MIB  # a pre-SQLite state.json, read once to import it (flooded: ~20 MiB)

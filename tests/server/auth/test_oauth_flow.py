@@ -87,10 +87,21 @@ async def test_full_flow_issues_tokens_that_open_a_web_mcp_session(tmp_path: Pat
 async def test_activation_codes_tokens_and_codes_are_stored_only_as_hashes(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
-        client, tokens = await full_flow(app, http)
-    raw = (app.hub.data_dir.oauth / "state.json").read_text()
-    assert tokens["access_token"] not in raw and tokens["refresh_token"] not in raw
-    assert client.client_secret is not None and client.client_secret not in raw
+        client = await registered(http)
+        verifier, challenge = pkce()
+        activation = app.oauth.create_activation()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        request_id = query_of(start.headers["location"])["request"]
+        decision = await approve(http, start.headers["location"], activation.code)
+        code = query_of(decision.headers["location"])["code"]
+        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier}
+        tokens = (await token_request(http, client, **form, redirect_uri=REDIRECT)).json()
+    # The database and its write-ahead log, as they are on disk.
+    raw = b"".join(p.read_bytes() for p in app.hub.data_dir.oauth.iterdir() if p.is_file())
+    assert raw and b"ivo_at_" not in raw
+    secrets = [tokens["access_token"], tokens["refresh_token"], client.client_secret, activation.code, code]
+    for secret in [*secrets, request_id]:
+        assert secret and secret.encode() not in raw
 
 
 async def test_wrong_activation_code_keeps_the_request_and_shows_a_uniform_error(tmp_path: Path) -> None:
