@@ -160,22 +160,54 @@ async def test_deny_returns_access_denied_with_state_and_iss(tmp_path: Path) -> 
     assert q == {"error": "access_denied", "state": "state-123", "iss": "http://127.0.0.1:7744"}
 
 
-async def test_revocation_endpoint_revokes_the_whole_grant(tmp_path: Path) -> None:
+async def test_a_public_client_revokes_its_whole_grant_with_token_and_client_id_only(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
-        client, tokens = await full_flow(app, http)
+        client, tokens = await full_flow(app, http, token_endpoint_auth_method="none")
+        assert client.client_secret is None
         assert await mcp_status(http, tokens["access_token"]) == 200
-        data = {
-            "token": tokens["refresh_token"],
-            "client_id": client.client_id,
-            "client_secret": client.client_secret or "",
-        }
-        assert (await http.post("/revoke", data=data)).status_code == 200
+        # RFC 7009 §2.1 as a public client sends it: no secret, no Authorization header.
+        form = {"token": tokens["refresh_token"], "client_id": client.client_id}
+        revoked = await http.post("/revoke", data=form)
+        assert revoked.status_code == 200, revoked.text
         assert await mcp_status(http, tokens["access_token"]) == 401
         refreshed = await token_request(
             http, client, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
         )
     assert refreshed.status_code == 400
+
+
+async def test_a_confidential_client_must_authenticate_to_revoke(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        assert client.client_secret is not None
+        bare = {"token": tokens["access_token"], "client_id": client.client_id}
+        anonymous = await http.post("/revoke", data=bare)
+        assert anonymous.status_code == 401 and anonymous.json()["error"] == "invalid_client"
+        assert await mcp_status(http, tokens["access_token"]) == 200
+        form = {
+            "token": tokens["access_token"],
+            "token_type_hint": "some_future_hint",  # RFC 7009 §2.1: an unknown hint is ignored
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
+        }
+        assert (await http.post("/revoke", data=form)).status_code == 200
+        assert await mcp_status(http, tokens["access_token"]) == 401
+
+
+async def test_revoking_another_clients_token_or_an_unknown_token_changes_nothing(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        _, victim = await full_flow(app, http, token_endpoint_auth_method="none")
+        attacker, _ = await full_flow(app, http, token_endpoint_auth_method="none")
+        foreign = {"token": victim["access_token"], "client_id": attacker.client_id}
+        unknown = {"token": "ivo_at_" + "x" * 43, "client_id": attacker.client_id}
+        assert (await http.post("/revoke", data=foreign)).status_code == 200
+        assert (await http.post("/revoke", data=unknown)).status_code == 200
+        missing = await http.post("/revoke", data={"client_id": attacker.client_id})
+        assert await mcp_status(http, victim["access_token"]) == 200
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
 
 
 async def test_refresh_rotates_and_the_new_pair_works(tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ CB = "https://client.example/callback"
         (
             {"redirect_uris": [CB], "client_name": "x" * (OAUTH_CLIENT_NAME_MAX_CHARS + 1)},
             "invalid_client_metadata",
-            f"client_name: {OAUTH_CLIENT_NAME_MAX_CHARS + 1} characters; the limit is {OAUTH_CLIENT_NAME_MAX_CHARS}",
+            f"client_name: {OAUTH_CLIENT_NAME_MAX_CHARS + 1} characters; "
+            f"the limit is {OAUTH_CLIENT_NAME_MAX_CHARS}",
         ),
         (
             {"redirect_uris": [CB], "software_id": "s" * (OAUTH_METADATA_TEXT_MAX_CHARS + 1)},
@@ -130,9 +131,14 @@ async def test_registration_refuses_out_of_bound_or_unhonoured_metadata_naming_m
 async def test_a_body_that_is_not_a_json_object_is_invalid_client_metadata(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
-        not_json = await http.post("/register", content=b"{nope", headers={"Content-Type": "application/json"})
+        not_json = await http.post(
+            "/register", content=b"{nope", headers={"Content-Type": "application/json"}
+        )
         a_list = await http.post("/register", json=[CB])
-    assert not_json.json() == {"error": "invalid_client_metadata", "error_description": "the body is not JSON"}
+    assert not_json.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "the body is not JSON",
+    }
     assert a_list.json()["error"] == "invalid_client_metadata"
 
 
@@ -140,7 +146,9 @@ async def test_a_registration_without_scope_may_ask_for_every_advertised_scope(t
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
         advertised = (await http.get("/.well-known/oauth-authorization-server")).json()["scopes_supported"]
-        public = (await http.post("/register", json={"redirect_uris": [CB], "token_endpoint_auth_method": "none"}))
+        public = await http.post(
+            "/register", json={"redirect_uris": [CB], "token_endpoint_auth_method": "none"}
+        )
         confidential = await http.post("/register", json={"redirect_uris": [CB]})
     assert public.status_code == 201 and confidential.status_code == 201
     assert public.json()["scope"].split() == advertised

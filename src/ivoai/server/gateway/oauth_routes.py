@@ -153,5 +153,3 @@ def build_oauth_routes(provider: IvoaiOAuthProvider) -> list[Route]:
         ),
         Route(CONSENT_PATH, endpoint=consent, methods=["GET", "POST"]),
     ]
-
-
