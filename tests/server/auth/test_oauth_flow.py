@@ -302,6 +302,37 @@ async def test_pkce_missing_is_refused_with_iss_in_the_error_redirect(tmp_path: 
     )
 
 
+@pytest.mark.parametrize(
+    "challenge", ["", "abc", "a" * 42 + "=", "a" * 128], ids=["empty", "short", "padded", "long"]
+)
+async def test_a_challenge_that_is_not_s256_is_refused_at_authorize_before_anything_is_used(
+    tmp_path: Path, challenge: str
+) -> None:
+    app = make_app(data_dir(tmp_path))
+    activation = app.oauth.create_activation()
+    async with inproc(app) as http:
+        client = await registered(http)
+        response = await http.get("/authorize", params=authorize_params(app, client, challenge))
+    assert response.status_code == 302 and response.headers["location"].startswith(REDIRECT + "?")
+    q = query_of(response.headers["location"])
+    assert q["error"] == "invalid_request" and "code_challenge" in q["error_description"]
+    assert q["iss"] == "http://127.0.0.1:7744" and q["state"] == "state-123"
+    assert app.oauth.summary()["pending_authorizations"] == 0  # no consent page was reached
+    assert app.oauth.check_activation(activation.code).consumed_at is None
+
+
+async def test_an_oversized_state_is_refused_at_authorize(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        response = await http.get(
+            "/authorize", params=authorize_params(app, client, challenge, state="s" * 1025)
+        )
+    assert query_of(response.headers["location"])["error"] == "invalid_request"
+    assert app.oauth.summary()["pending_authorizations"] == 0
+
+
 async def test_pkce_plain_is_refused(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
