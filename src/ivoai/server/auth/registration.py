@@ -4,7 +4,9 @@
 raises `RegistrationRefused` with an RFC 7591 §3.2.2 error (`invalid_client_metadata` or
 `invalid_redirect_uri`) whose description names the member and the limit. Checked, in order:
 
-- the body is at most `OAUTH_REGISTRATION_MAX_BYTES` and a JSON object;
+- the body is at most `OAUTH_REGISTRATION_MAX_BYTES` and a JSON object (nesting beyond the parser's
+  recursion limit is "not JSON", not a server error); no string member holds a control character
+  or a lone surrogate (they would reach the consent page, or fail to encode in the answer);
 - `redirect_uris`: 1 to `OAUTH_MAX_REDIRECT_URIS`, each at most `OAUTH_REDIRECT_URI_MAX_CHARS`,
   and each allowed by `redirects.redirect_problem` (HTTPS or loopback, a real host name);
 - `grant_types` within `authorization_code` and `refresh_token` (and including the first);
@@ -22,6 +24,7 @@ Members this server does not know are ignored (RFC 7591 §2) and not stored.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from mcp.server.auth.errors import stringify_pydantic_error
@@ -80,6 +83,22 @@ def _check_list(doc: dict[str, Any], name: str, limit: int, *, item_limit: int) 
         if len(item) > item_limit:
             raise _metadata_error(f"{name}: an entry is {len(item)} characters; the limit is {item_limit}")
     return list(value)
+
+
+_BAD_CHARACTER = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def _bad_character(text: str) -> bool:
+    return _BAD_CHARACTER.search(text) is not None
+
+
+def _check_characters(doc: dict[str, Any]) -> None:
+    """No string member (or string in a list member) holds a control character or a lone surrogate."""
+    for name, value in doc.items():
+        items = value if isinstance(value, list) else [value]
+        if _bad_character(name) or any(isinstance(item, str) and _bad_character(item) for item in items):
+            shown = "a member name" if _bad_character(name) else name[:64]
+            raise _metadata_error(f"{shown}: control characters and lone surrogates are not allowed")
 
 
 def _check_redirects(doc: dict[str, Any]) -> None:
@@ -146,10 +165,11 @@ def validate_registration(body: bytes) -> OAuthClientMetadata:
         )
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise _metadata_error("the body is not JSON") from None
     if not isinstance(doc, dict):
         raise _metadata_error("the body must be a JSON object of client metadata")
+    _check_characters(doc)
     _check_redirects(doc)
     _check_text(doc, "client_name", OAUTH_CLIENT_NAME_MAX_CHARS)
     for member in TEXT_MEMBERS:
