@@ -116,6 +116,41 @@ async def test_wrong_activation_code_keeps_the_request_and_shows_a_uniform_error
     assert right.status_code == 303 and "code" in query_of(right.headers["location"])
 
 
+async def test_five_wrong_codes_across_two_gateway_instances_end_the_request_with_access_denied(
+    tmp_path: Path,
+) -> None:
+    data = data_dir(tmp_path)
+    app, other = make_app(data), make_app(data)  # two gateways sharing one database
+    async with inproc(app) as http, inproc(other) as http2:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        request_id = query_of(start.headers["location"])["request"]
+        wrong = {"request": request_id, "activation_code": "wrong", "action": "approve"}
+        answers = [await (http if i % 2 else http2).post("/oauth/consent", data=wrong) for i in range(5)]
+    assert [a.status_code for a in answers] == [400, 400, 400, 400, 303]
+    assert query_of(answers[-1].headers["location"])["error"] == "access_denied"
+    assert app.oauth.pending(request_id) is None
+
+
+async def test_after_narrowing_deny_still_denies_and_the_code_stays_unused(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    activation = app.oauth.create_activation(scopes=["context:read"])
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get(
+            "/authorize", params=authorize_params(app, client, challenge, scope="context:read memory:write")
+        )
+        narrowed = await approve(http, start.headers["location"], activation.code, confirm_narrowed=False)
+        assert narrowed.status_code == 200 and "allows only part" in narrowed.text
+        assert "activation_code" not in narrowed.text  # the confirmation asks for no code again
+        request_id = query_of(start.headers["location"])["request"]
+        denied = await http.post("/oauth/consent", data={"request": request_id, "action": "deny"})
+    assert query_of(denied.headers["location"])["error"] == "access_denied"
+    assert app.oauth.activation_status(app.oauth.check_activation(activation.code)) == "open"
+
+
 async def test_an_activation_code_works_once(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     activation = app.oauth.create_activation()
