@@ -1,6 +1,6 @@
 """Authorization requests waiting on the consent page, shared by every gateway process.
 
-A request is kept `OAUTH_PENDING_TTL_SECONDS`; beyond `OAUTH_PENDING_CAP` live requests the oldest is
+A request is kept `OAUTH_PENDING_TTL_SECONDS`; beyond `OAUTH_PENDING_MAX` live requests the oldest is
 dropped to make room, so a flood of `/authorize` calls never refuses a new one (it can only displace
 requests older than itself). The request ID (192 random bits, in the consent page URL) is stored as
 its SHA-256. A decision takes the request out in one transaction, so it is used once.

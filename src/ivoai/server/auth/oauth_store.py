@@ -9,7 +9,7 @@ sends: a registration is at most `OAUTH_REGISTRATION_MAX_BYTES` of metadata; reg
 never completed a grant ("unused") are forgotten after `OAUTH_UNUSED_CLIENT_TTL_SECONDS` and, beyond
 `OAUTH_MAX_UNUSED_CLIENTS`, the oldest is evicted to make room (a flood displaces other unused
 registrations, never a client with a grant, and never refuses a new registration); pending consent
-requests likewise (`OAUTH_PENDING_TTL_SECONDS`, `OAUTH_PENDING_CAP`). Clients with a grant are
+requests likewise (`OAUTH_PENDING_TTL_SECONDS`, `OAUTH_PENDING_MAX`). Clients with a grant are
 created only by approvals, which need an administrator's activation code (`OAUTH_MAX_CLIENTS`).
 
 A *grant* is one approved authorization (one consent with one activation code). Its authorization
@@ -41,7 +41,7 @@ from ivoai.common.limits import (
     OAUTH_CODE_TTL_SECONDS,
     OAUTH_MAX_CLIENTS,
     OAUTH_MAX_UNUSED_CLIENTS,
-    OAUTH_PENDING_CAP,
+    OAUTH_PENDING_MAX,
     OAUTH_PENDING_TTL_SECONDS,
     OAUTH_REFRESH_TTL_SECONDS,
     OAUTH_REGISTRATION_MAX_BYTES,
@@ -122,7 +122,7 @@ class OAuthStore(PendingRequests):
         self.clock = clock
         self.max_unused_clients = OAUTH_MAX_UNUSED_CLIENTS
         self.max_clients = OAUTH_MAX_CLIENTS
-        self.max_pending = OAUTH_PENDING_CAP
+        self.max_pending = OAUTH_PENDING_MAX
         self._db: Database | None = None
         self._open_lock = threading.Lock()
 
