@@ -21,6 +21,7 @@ only) and policy, closing the gaps of the SDK defaults:
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from typing import Any
@@ -41,7 +42,7 @@ from mcp.shared.auth import InvalidRedirectUriError, InvalidScopeError, OAuthCli
 from pydantic import AnyUrl
 from starlette.requests import Request
 
-from ivoai.common.errors import ValidationError
+from ivoai.common.errors import IvoaiError, ValidationError
 from ivoai.common.ids import constant_time_equal, sha256_hex
 from ivoai.common.limits import OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_STATE_PARAM_MAX_CHARS
 from ivoai.server.auth.oauth_store import (
@@ -54,6 +55,8 @@ from ivoai.server.auth.oauth_store import (
 from ivoai.server.auth.principal import Principal
 from ivoai.server.auth.redirects import redirect_matches
 from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, WEB_SCOPES
+
+log = logging.getLogger("ivoai.oauth")
 
 CONSENT_PATH = "/oauth/consent"
 S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # BASE64URL(SHA-256(verifier)) without padding
@@ -144,6 +147,12 @@ class IvoaiOAuthProvider:
         self.store = store
         self.issuer = issuer
         self.resource = resource
+        # Open the database at startup, not in the first /mcp bearer check on the event loop. A
+        # failure is not fatal here (native routes do not need it): each OAuth use reports it.
+        try:
+            store.open()
+        except IvoaiError as exc:
+            log.warning("OAuth state unavailable: %s: %s", exc.code, exc.message)
 
     # -- clients ----------------------------------------------------------------------------------
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:

@@ -142,6 +142,14 @@ class OAuthStore(PendingRequests):
                 self._db = db
             return self._db
 
+    def open(self) -> None:
+        """Create or check the database now (and import a `state.json`) instead of on first use.
+
+        Raises:
+            StoreError, UnsafePathError, LockTimeoutError: the database cannot be opened.
+        """
+        self._database()
+
     def close(self) -> None:
         """Close this store's connections (it reopens on the next use)."""
         if self._db is not None:
