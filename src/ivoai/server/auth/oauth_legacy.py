@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,95 +106,100 @@ def import_legacy_state(root: Path, oauth_dir: Path, db: Database, *, now: float
         log.warning("%s could not be imported (%s); moved to %s.unreadable", path, reason, path.name)
         return False
     with db.write() as conn:
-        used: dict[str, float] = {}
-        for g in state.grants.values():  # a client's first grant makes it "used"
-            used[g.client_id] = min(used.get(g.client_id, g.created_at), g.created_at)
-        for client in state.clients.values():
-            text = json.dumps(client.metadata, separators=(",", ":"), sort_keys=True)
-            if client.client_id not in used and len(text.encode("utf-8")) > OAUTH_REGISTRATION_MAX_BYTES:
-                continue  # an oversized registration that never obtained a grant: the flood
-            conn.execute(
-                "INSERT OR IGNORE INTO clients (client_id, secret_sha256, metadata, created_at, used_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (client.client_id, client.secret_sha256, text, client.created_at, used.get(client.client_id)),
-            )
-        conn.executemany(
-            "INSERT OR IGNORE INTO activations (id, code_sha256, created_at, expires_at, scopes, "
-            "consumed_at, "
-            "revoked_at, client_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    a.id,
-                    a.code_sha256,
-                    a.created_at,
-                    a.expires_at,
-                    _scopes(a.scopes),
-                    a.consumed_at,
-                    a.revoked_at,
-                    a.client_id,
-                )
-                for a in state.activations
-            ],
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO grants (grant_id, client_id, activation_id, scopes, resource, created_at, "
-            "revoked_at, revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    g.grant_id,
-                    g.client_id,
-                    g.activation_id,
-                    _scopes(g.scopes),
-                    g.resource,
-                    g.created_at,
-                    g.revoked_at,
-                    g.revoke_reason,
-                )
-                for g in state.grants.values()
-            ],
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO codes (code_sha256, grant_id, client_id, scopes, expires_at, "
-            "code_challenge, redirect_uri, redirect_uri_provided_explicitly, resource, consumed_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    digest,
-                    c.grant_id,
-                    c.client_id,
-                    _scopes(c.scopes),
-                    c.expires_at,
-                    c.code_challenge,
-                    c.redirect_uri,
-                    int(c.redirect_uri_provided_explicitly),
-                    c.resource,
-                    c.consumed_at,
-                )
-                for digest, c in state.codes.items()
-            ],
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO tokens (token_sha256, kind, grant_id, client_id, scopes, resource, "
-            "expires_at, "
-            "rotated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    digest,
-                    t.kind,
-                    t.grant_id,
-                    t.client_id,
-                    _scopes(t.scopes),
-                    t.resource,
-                    t.expires_at,
-                    t.rotated_at,
-                )
-                for digest, t in state.tokens.items()
-                if t.expires_at > now
-            ],
-        )
+        _insert(conn, state, now)
     _move_aside(path, "migrated")
     log.info("imported %s into the OAuth database; the old file is %s.migrated", path, path.name)
     return True
+
+
+def _insert(conn: sqlite3.Connection, state: _LegacyState, now: float) -> None:
+    """Every row of the old document worth keeping (see module doc), inside the caller's transaction."""
+    used: dict[str, float] = {}
+    for g in state.grants.values():  # a client's first grant makes it "used"
+        used[g.client_id] = min(used.get(g.client_id, g.created_at), g.created_at)
+    for client in state.clients.values():
+        text = json.dumps(client.metadata, separators=(",", ":"), sort_keys=True)
+        if client.client_id not in used and len(text.encode("utf-8")) > OAUTH_REGISTRATION_MAX_BYTES:
+            continue  # an oversized registration that never obtained a grant: the flood
+        conn.execute(
+            "INSERT OR IGNORE INTO clients (client_id, secret_sha256, metadata, created_at, used_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (client.client_id, client.secret_sha256, text, client.created_at, used.get(client.client_id)),
+        )
+    conn.executemany(
+        "INSERT OR IGNORE INTO activations (id, code_sha256, created_at, expires_at, scopes, "
+        "consumed_at, "
+        "revoked_at, client_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                a.id,
+                a.code_sha256,
+                a.created_at,
+                a.expires_at,
+                _scopes(a.scopes),
+                a.consumed_at,
+                a.revoked_at,
+                a.client_id,
+            )
+            for a in state.activations
+        ],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO grants (grant_id, client_id, activation_id, scopes, resource, created_at, "
+        "revoked_at, revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                g.grant_id,
+                g.client_id,
+                g.activation_id,
+                _scopes(g.scopes),
+                g.resource,
+                g.created_at,
+                g.revoked_at,
+                g.revoke_reason,
+            )
+            for g in state.grants.values()
+        ],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO codes (code_sha256, grant_id, client_id, scopes, expires_at, "
+        "code_challenge, redirect_uri, redirect_uri_provided_explicitly, resource, consumed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                digest,
+                c.grant_id,
+                c.client_id,
+                _scopes(c.scopes),
+                c.expires_at,
+                c.code_challenge,
+                c.redirect_uri,
+                int(c.redirect_uri_provided_explicitly),
+                c.resource,
+                c.consumed_at,
+            )
+            for digest, c in state.codes.items()
+        ],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO tokens (token_sha256, kind, grant_id, client_id, scopes, resource, "
+        "expires_at, "
+        "rotated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                digest,
+                t.kind,
+                t.grant_id,
+                t.client_id,
+                _scopes(t.scopes),
+                t.resource,
+                t.expires_at,
+                t.rotated_at,
+            )
+            for digest, t in state.tokens.items()
+            if t.expires_at > now
+        ],
+    )
 
 
 def _move_aside(path: Path, suffix: str) -> None:
