@@ -224,11 +224,41 @@ def test_interim_answers_are_skipped_and_bodyless_statuses_have_no_body() -> Non
         (b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n", "transfer coding"),
         (b"HTTP/1.1 101 Switching\r\n\r\n", "protocol switch"),
         (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 40\r\n\r\nok",
+            "conflicting Content-Length",
+        ),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2, 40\r\n\r\nok", "conflicting Content-Length"),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+            "Content-Length and Transfer-Encoding",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+            "Content-Length and Transfer-Encoding",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+            "transfer coding",
+        ),
+        (
             b"HTTP/1.1 200 OK\r\nx: " + b"a" * RESPONSE_HEAD_MAX_BYTES + b"\r\n\r\n",
             f"over {RESPONSE_HEAD_MAX_BYTES} bytes",
         ),
     ],
-    ids=["no-answer", "http2-line", "folded-header", "bad-length", "gzip", "upgrade", "huge-head"],
+    ids=[
+        "no-answer",
+        "http2-line",
+        "folded-header",
+        "bad-length",
+        "gzip",
+        "upgrade",
+        "two-lengths",
+        "length-list",
+        "length-then-chunked",
+        "chunked-then-length",
+        "gzip-then-chunked",
+        "huge-head",
+    ],
 )
 def test_malformed_answers_are_protocol_errors_and_close_the_connection(reply: bytes, message: str) -> None:
     peer = Scripted(lambda _: reply, close_after_reply=True)
@@ -240,6 +270,21 @@ def test_malformed_answers_are_protocol_errors_and_close_the_connection(reply: b
                 await post(transport, url)
             assert connection_count(transport) == 0
             await transport.aclose()
+
+    anyio.run(main)
+
+
+def test_a_repeated_identical_content_length_is_one_length() -> None:
+    peer = Scripted(json_reply(b'{"ok":true}', extra=b"content-length: 11\r\n"))
+
+    async def main() -> None:
+        async with serving(peer) as url:
+            transport = Http11Transport(url)
+            first = await post(transport, url)
+            second = await post(transport, url)
+            await transport.aclose()
+        assert first.content == second.content == b'{"ok":true}'
+        assert peer.connections == 1  # framed correctly, so the connection was reused
 
     anyio.run(main)
 

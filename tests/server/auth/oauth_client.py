@@ -63,15 +63,28 @@ def authorize_params(
     return {k: v for k, v in params.items() if v is not None}
 
 
-async def approve(http: httpx2.AsyncClient, consent_location: str, activation_code: str) -> httpx2.Response:
+async def approve(
+    http: httpx2.AsyncClient, consent_location: str, activation_code: str, *, confirm_narrowed: bool = True
+) -> httpx2.Response:
+    """Open the consent page and approve with `activation_code`, as a user does.
+
+    When the code allows only part of the request the page asks to confirm the narrower grant;
+    with `confirm_narrowed` the second Approve is clicked too (its answer is returned).
+    """
     request_id = query_of(consent_location)["request"]
     page = await http.get(consent_location)
     assert page.status_code == 200 and "activation" in page.text.lower()
-    return await http.post(
+    origin = {"Origin": consent_location.split("/oauth/")[0]}
+    decision = await http.post(
         "/oauth/consent",
         data={"request": request_id, "activation_code": activation_code, "action": "approve"},
-        headers={"Origin": consent_location.split("/oauth/")[0]},
+        headers=origin,
     )
+    if confirm_narrowed and decision.status_code == 200 and "allows only part" in decision.text:
+        decision = await http.post(
+            "/oauth/consent", data={"request": request_id, "action": "approve"}, headers=origin
+        )
+    return decision
 
 
 async def token_request(http: httpx2.AsyncClient, client: Client, **form: str) -> httpx2.Response:

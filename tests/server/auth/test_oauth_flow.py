@@ -87,10 +87,21 @@ async def test_full_flow_issues_tokens_that_open_a_web_mcp_session(tmp_path: Pat
 async def test_activation_codes_tokens_and_codes_are_stored_only_as_hashes(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
-        client, tokens = await full_flow(app, http)
-    raw = (app.hub.data_dir.oauth / "state.json").read_text()
-    assert tokens["access_token"] not in raw and tokens["refresh_token"] not in raw
-    assert client.client_secret is not None and client.client_secret not in raw
+        client = await registered(http)
+        verifier, challenge = pkce()
+        activation = app.oauth.create_activation()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        request_id = query_of(start.headers["location"])["request"]
+        decision = await approve(http, start.headers["location"], activation.code)
+        code = query_of(decision.headers["location"])["code"]
+        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier}
+        tokens = (await token_request(http, client, **form, redirect_uri=REDIRECT)).json()
+    # The database and its write-ahead log, as they are on disk.
+    raw = b"".join(p.read_bytes() for p in app.hub.data_dir.oauth.iterdir() if p.is_file())
+    assert raw and b"ivo_at_" not in raw
+    secrets = [tokens["access_token"], tokens["refresh_token"], client.client_secret, activation.code, code]
+    for secret in [*secrets, request_id]:
+        assert secret and secret.encode() not in raw
 
 
 async def test_wrong_activation_code_keeps_the_request_and_shows_a_uniform_error(tmp_path: Path) -> None:
@@ -103,6 +114,41 @@ async def test_wrong_activation_code_keeps_the_request_and_shows_a_uniform_error
         right = await approve(http, start.headers["location"], app.oauth.create_activation().code)
     assert wrong.status_code == 400 and "invalid, expired, already used or revoked" in wrong.text
     assert right.status_code == 303 and "code" in query_of(right.headers["location"])
+
+
+async def test_five_wrong_codes_across_two_gateway_instances_end_the_request_with_access_denied(
+    tmp_path: Path,
+) -> None:
+    data = data_dir(tmp_path)
+    app, other = make_app(data), make_app(data)  # two gateways sharing one database
+    async with inproc(app) as http, inproc(other) as http2:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get("/authorize", params=authorize_params(app, client, challenge))
+        request_id = query_of(start.headers["location"])["request"]
+        wrong = {"request": request_id, "activation_code": "wrong", "action": "approve"}
+        answers = [await (http if i % 2 else http2).post("/oauth/consent", data=wrong) for i in range(5)]
+    assert [a.status_code for a in answers] == [400, 400, 400, 400, 303]
+    assert query_of(answers[-1].headers["location"])["error"] == "access_denied"
+    assert app.oauth.pending(request_id) is None
+
+
+async def test_after_narrowing_deny_still_denies_and_the_code_stays_unused(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    activation = app.oauth.create_activation(scopes=["context:read"])
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        start = await http.get(
+            "/authorize", params=authorize_params(app, client, challenge, scope="context:read memory:write")
+        )
+        narrowed = await approve(http, start.headers["location"], activation.code, confirm_narrowed=False)
+        assert narrowed.status_code == 200 and "allows only part" in narrowed.text
+        assert "activation_code" not in narrowed.text  # the confirmation asks for no code again
+        request_id = query_of(start.headers["location"])["request"]
+        denied = await http.post("/oauth/consent", data={"request": request_id, "action": "deny"})
+    assert query_of(denied.headers["location"])["error"] == "access_denied"
+    assert app.oauth.activation_status(app.oauth.check_activation(activation.code)) == "open"
 
 
 async def test_an_activation_code_works_once(tmp_path: Path) -> None:
@@ -149,22 +195,54 @@ async def test_deny_returns_access_denied_with_state_and_iss(tmp_path: Path) -> 
     assert q == {"error": "access_denied", "state": "state-123", "iss": "http://127.0.0.1:7744"}
 
 
-async def test_revocation_endpoint_revokes_the_whole_grant(tmp_path: Path) -> None:
+async def test_a_public_client_revokes_its_whole_grant_with_token_and_client_id_only(tmp_path: Path) -> None:
     app = make_app(data_dir(tmp_path))
     async with inproc(app) as http:
-        client, tokens = await full_flow(app, http)
+        client, tokens = await full_flow(app, http, token_endpoint_auth_method="none")
+        assert client.client_secret is None
         assert await mcp_status(http, tokens["access_token"]) == 200
-        data = {
-            "token": tokens["refresh_token"],
-            "client_id": client.client_id,
-            "client_secret": client.client_secret or "",
-        }
-        assert (await http.post("/revoke", data=data)).status_code == 200
+        # RFC 7009 §2.1 as a public client sends it: no secret, no Authorization header.
+        form = {"token": tokens["refresh_token"], "client_id": client.client_id}
+        revoked = await http.post("/revoke", data=form)
+        assert revoked.status_code == 200, revoked.text
         assert await mcp_status(http, tokens["access_token"]) == 401
         refreshed = await token_request(
             http, client, grant_type="refresh_token", refresh_token=tokens["refresh_token"]
         )
     assert refreshed.status_code == 400
+
+
+async def test_a_confidential_client_must_authenticate_to_revoke(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client, tokens = await full_flow(app, http)
+        assert client.client_secret is not None
+        bare = {"token": tokens["access_token"], "client_id": client.client_id}
+        anonymous = await http.post("/revoke", data=bare)
+        assert anonymous.status_code == 401 and anonymous.json()["error"] == "invalid_client"
+        assert await mcp_status(http, tokens["access_token"]) == 200
+        form = {
+            "token": tokens["access_token"],
+            "token_type_hint": "some_future_hint",  # RFC 7009 §2.1: an unknown hint is ignored
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
+        }
+        assert (await http.post("/revoke", data=form)).status_code == 200
+        assert await mcp_status(http, tokens["access_token"]) == 401
+
+
+async def test_revoking_another_clients_token_or_an_unknown_token_changes_nothing(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        _, victim = await full_flow(app, http, token_endpoint_auth_method="none")
+        attacker, _ = await full_flow(app, http, token_endpoint_auth_method="none")
+        foreign = {"token": victim["access_token"], "client_id": attacker.client_id}
+        unknown = {"token": "ivo_at_" + "x" * 43, "client_id": attacker.client_id}
+        assert (await http.post("/revoke", data=foreign)).status_code == 200
+        assert (await http.post("/revoke", data=unknown)).status_code == 200
+        missing = await http.post("/revoke", data={"client_id": attacker.client_id})
+        assert await mcp_status(http, victim["access_token"]) == 200
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
 
 
 async def test_refresh_rotates_and_the_new_pair_works(tmp_path: Path) -> None:
@@ -257,6 +335,37 @@ async def test_pkce_missing_is_refused_with_iss_in_the_error_redirect(tmp_path: 
     assert (
         q["error"] == "invalid_request" and q["iss"] == "http://127.0.0.1:7744" and q["state"] == "state-123"
     )
+
+
+@pytest.mark.parametrize(
+    "challenge", ["", "abc", "a" * 42 + "=", "a" * 128], ids=["empty", "short", "padded", "long"]
+)
+async def test_a_challenge_that_is_not_s256_is_refused_at_authorize_before_anything_is_used(
+    tmp_path: Path, challenge: str
+) -> None:
+    app = make_app(data_dir(tmp_path))
+    activation = app.oauth.create_activation()
+    async with inproc(app) as http:
+        client = await registered(http)
+        response = await http.get("/authorize", params=authorize_params(app, client, challenge))
+    assert response.status_code == 302 and response.headers["location"].startswith(REDIRECT + "?")
+    q = query_of(response.headers["location"])
+    assert q["error"] == "invalid_request" and "code_challenge" in q["error_description"]
+    assert q["iss"] == "http://127.0.0.1:7744" and q["state"] == "state-123"
+    assert app.oauth.summary()["pending_authorizations"] == 0  # no consent page was reached
+    assert app.oauth.check_activation(activation.code).consumed_at is None
+
+
+async def test_an_oversized_state_is_refused_at_authorize(tmp_path: Path) -> None:
+    app = make_app(data_dir(tmp_path))
+    async with inproc(app) as http:
+        client = await registered(http)
+        _, challenge = pkce()
+        response = await http.get(
+            "/authorize", params=authorize_params(app, client, challenge, state="s" * 1025)
+        )
+    assert query_of(response.headers["location"])["error"] == "invalid_request"
+    assert app.oauth.summary()["pending_authorizations"] == 0
 
 
 async def test_pkce_plain_is_refused(tmp_path: Path) -> None:

@@ -58,11 +58,13 @@ async def test_the_sdk_oauth_client_completes_the_flow_and_opens_an_mcp_session(
                 consent = start.headers["location"]
                 request_id = parse_qs(urlsplit(consent).query)["request"][0]
                 assert (await b.get(consent)).status_code == 200
-                done = await b.post(
-                    "/oauth/consent",
-                    data={"request": request_id, "action": "approve", "activation_code": activation.code},
-                    headers={"Origin": srv.url},
-                )
+                form = {"request": request_id, "action": "approve", "activation_code": activation.code}
+                done = await b.post("/oauth/consent", data=form, headers={"Origin": srv.url})
+                # The SDK asks for every advertised scope; the default activation code allows three of
+                # four, so the page shows the narrower grant and asks once more.
+                assert done.status_code == 200 and "not <code>memory:delete</code>" in done.text
+                confirm = {"request": request_id, "action": "approve"}
+                done = await b.post("/oauth/consent", data=confirm, headers={"Origin": srv.url})
             q = {k: v[0] for k, v in parse_qs(urlsplit(done.headers["location"]).query).items()}
             result["cb"] = AuthorizationCodeResult(code=q["code"], state=q.get("state"), iss=q.get("iss"))
 
@@ -88,4 +90,5 @@ async def test_the_sdk_oauth_client_completes_the_flow_and_opens_an_mcp_session(
     assert {"search", "fetch", "memory_query"} <= names
     assert not found.is_error
     assert storage.tokens is not None and storage.tokens.refresh_token
+    assert storage.tokens.scope == "context:read memory:read memory:write"
     assert result["cb"].iss == srv.url

@@ -13,8 +13,9 @@ the body):
 - TLS with `httpx2.create_ssl_context()`: the certificate chain and host name are verified exactly
   as httpx2 verifies them; the context is built once per transport;
 - each request is written in one send (head and body together) with TCP_NODELAY set;
-- answers framed by Content-Length, chunked transfer coding, or the end of the connection; interim
-  1xx answers skipped; heads capped at RESPONSE_HEAD_MAX_BYTES;
+- answers framed by Content-Length, chunked transfer coding, or the end of the connection; ambiguous
+  framing (Content-Length with Transfer-Encoding, differing Content-Length values) is refused, never
+  resolved by picking a header; interim 1xx answers skipped; heads capped at RESPONSE_HEAD_MAX_BYTES;
 - kept-alive connections reused while fresh (KEEPALIVE_EXPIRY_SECONDS idle at most, and only when
   the server has not closed them); a connection whose answer was not read to the end, or that was
   interrupted (cancelled, failed), is closed, never reused;
@@ -166,6 +167,49 @@ class _Body(httpx2.AsyncByteStream):
             self._conn.close()
 
 
+def _body_framing(headers: list[tuple[bytes, bytes]], request: httpx2.Request) -> tuple[int | None, bool]:
+    """(Content-Length or None, chunked) of an answer that has a body.
+
+    Ambiguous framing is refused, never resolved by picking one header (that is how request and
+    response smuggling work): Content-Length together with Transfer-Encoding, and Content-Length
+    values that differ (repeated identical values are one length, RFC 9110 §8.6). The only transfer
+    coding is `chunked`, alone.
+
+    Raises:
+        httpx2.RemoteProtocolError: ambiguous or malformed framing.
+    """
+    lengths: list[bytes] = []
+    codings: list[bytes] = []
+    for key, value in headers:  # one pass; a field may repeat or list values (RFC 9110 §5.3)
+        name = key.lower()
+        if name == b"content-length":
+            lengths.append(value)
+        elif name == b"transfer-encoding":
+            codings.append(value)
+    if lengths and codings:
+        raise httpx2.RemoteProtocolError(
+            "an answer with both Content-Length and Transfer-Encoding is ambiguous", request=request
+        )
+    if codings:
+        listed = [c.strip().lower() for c in b",".join(codings).split(b",") if c.strip()]
+        if listed != [b"chunked"]:
+            raise httpx2.RemoteProtocolError("unsupported transfer coding", request=request)
+        return None, True
+    if not lengths:
+        return None, False
+    if len(lengths) == 1 and b"," not in lengths[0]:  # the usual answer: one plain value
+        text = lengths[0].strip()
+        if not text.isdigit():
+            raise httpx2.RemoteProtocolError("malformed Content-Length", request=request)
+        return int(text), False
+    values = [v.strip() for v in b",".join(lengths).split(b",")]
+    if not all(text.isdigit() for text in values):
+        raise httpx2.RemoteProtocolError("malformed Content-Length", request=request)
+    if len({int(text) for text in values}) > 1:
+        raise httpx2.RemoteProtocolError("conflicting Content-Length values", request=request)
+    return int(values[0]), False
+
+
 class Http11Transport(httpx2.AsyncBaseTransport):
     """HTTP/1.1 to one origin on asyncio streams (see the module doc)."""
 
@@ -253,20 +297,12 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             except OSError as exc:
                 raise httpx2.WriteError(str(exc) or type(exc).__name__, request=request) from None
             status, reason, headers = await self._read_head(conn, request)
-            names = {k.lower(): v for k, v in headers}
-            coding = names.get(b"transfer-encoding", b"").lower()
-            chunked = coding.rsplit(b",", 1)[-1].strip() == b"chunked"
-            length: int | None = None
+            length: int | None
             if request.method == "HEAD" or status in _NO_BODY_STATUSES:
                 length, chunked = 0, False
-            elif not chunked and b"content-length" in names:
-                text = names[b"content-length"].strip()
-                if not text.isdigit():
-                    raise httpx2.RemoteProtocolError("malformed Content-Length", request=request)
-                length = int(text)
-            elif coding and not chunked:
-                raise httpx2.RemoteProtocolError("unsupported transfer coding", request=request)
-            connection = names.get(b"connection", b"").lower()
+            else:
+                length, chunked = _body_framing(headers, request)
+            connection = b",".join(v for k, v in headers if k.lower() == b"connection").lower()
             reusable = b"close" not in connection and (length is not None or chunked)
         except BaseException:
             conn.close()

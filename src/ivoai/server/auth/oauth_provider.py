@@ -1,24 +1,29 @@
 """ivoai's implementation of the MCP SDK's OAuth authorization-server provider Protocol.
 
-The SDK owns the HTTP handlers (metadata, authorize, token, register, revoke); this class supplies
-storage (`OAuthStore`, hashes only) and policy, closing the gaps of the SDK defaults:
+The SDK owns the authorize and token handlers; this class supplies storage (`OAuthStore`, hashes
+only) and policy, closing the gaps of the SDK defaults:
 
-- registration accepts only HTTPS and loopback redirect URIs (`redirects.registration_problem`);
+- registration is bounded and accepts only HTTPS and loopback redirect URIs (`registration.py`,
+  used by `gateway/oauth_clients.py`);
 - authorization matches redirect URIs exactly, except any port on loopback (RFC 8252 §7.3);
+- a requested scope outside the client's registration is narrowed to it, not refused (a client
+  registered without `scope` may ask for every advertised scope); unknown scopes are refused;
+- PKCE: the `code_challenge` must be an S256 value (43 base64url characters), checked before
+  anything is parked or consumed;
 - the RFC 8707 `resource` must be the canonical public `/mcp` URL at authorize (here), at the
   token endpoint (`oauth_routes.token_endpoint`) and on every request (`verify_principal`);
-- authorization does not issue a code itself: it parks the request and redirects the browser to
-  the consent page, which requires an administrator's one-time activation code;
+- authorization does not issue a code itself: it parks the request in the store (shared by every
+  process) and redirects the browser to the consent page, which requires an administrator's
+  one-time activation code;
 - a replayed authorization code or rotated refresh token revokes its whole grant;
 - client secrets are stored hashed and compared in constant time (`HashedSecretAuthenticator`).
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import secrets
-import threading
-import time
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,18 +38,28 @@ from mcp.server.auth.provider import (
     RegistrationError,
     TokenError,
 )
-from mcp.shared.auth import InvalidRedirectUriError, OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import InvalidRedirectUriError, InvalidScopeError, OAuthClientInformationFull, OAuthToken
 from pydantic import AnyUrl
 from starlette.requests import Request
 
-from ivoai.common.errors import ValidationError
+from ivoai.common.errors import IvoaiError, ValidationError
 from ivoai.common.ids import constant_time_equal, sha256_hex
-from ivoai.common.limits import OAUTH_PENDING_MAX, OAUTH_PENDING_TTL_SECONDS
-from ivoai.server.auth.oauth_store import GrantReplayed, IssuedTokens, OAuthStore
+from ivoai.common.limits import OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_STATE_PARAM_MAX_CHARS
+from ivoai.server.auth.oauth_store import (
+    GrantReplayed,
+    IssuedTokens,
+    OAuthStore,
+    PendingAuthorization,
+    registered_scopes,
+)
 from ivoai.server.auth.principal import Principal
-from ivoai.server.auth.redirects import redirect_matches, registration_problem
+from ivoai.server.auth.redirects import redirect_matches
+from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, WEB_SCOPES
+
+log = logging.getLogger("ivoai.oauth")
 
 CONSENT_PATH = "/oauth/consent"
+S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # BASE64URL(SHA-256(verifier)) without padding
 
 
 class IvoaiClientInfo(OAuthClientInformationFull):
@@ -62,6 +77,26 @@ class IvoaiClientInfo(OAuthClientInformationFull):
         if not redirect_matches(registered, str(redirect_uri)):
             raise InvalidRedirectUriError("redirect_uri is not registered for this client")
         return redirect_uri
+
+    def validate_scope(self, requested_scope: str | None) -> list[str] | None:
+        """The requested scopes narrowed to the registered ones (RFC 6749 §3.3); None when none asked.
+
+        Raises:
+            InvalidScopeError: a scope the server does not offer, or nothing left after narrowing.
+        """
+        if requested_scope is None:
+            return None
+        wanted = requested_scope.split()
+        unknown = sorted(set(wanted) - set(WEB_SCOPES))
+        if unknown or not wanted:
+            raise InvalidScopeError(
+                f"scope {' '.join(unknown) or '(empty)'} is not offered (offered: {' '.join(WEB_SCOPES)})"
+            )
+        allowed = set(registered_scopes({"scope": self.scope}))
+        narrowed = sorted(set(wanted) & allowed)
+        if not narrowed:
+            raise InvalidScopeError(f"none of {' '.join(wanted)} is registered for this client")
+        return narrowed
 
 
 class HashedSecretAuthenticator(ClientAuthenticator):
@@ -105,23 +140,6 @@ class HashedSecretAuthenticator(ClientAuthenticator):
         return client
 
 
-@dataclass
-class PendingAuthorization:
-    """An authorization request waiting for the administrator's activation code on the consent page."""
-
-    request_id: str
-    client_id: str
-    client_name: str
-    redirect_uri: str
-    redirect_uri_provided_explicitly: bool
-    scopes: list[str] | None
-    state: str | None
-    code_challenge: str
-    resource: str
-    created_at: float = field(default_factory=time.monotonic)
-    attempts: int = 0
-
-
 class IvoaiOAuthProvider:
     """`OAuthAuthorizationServerProvider` over `OAuthStore` (see module doc)."""
 
@@ -129,11 +147,17 @@ class IvoaiOAuthProvider:
         self.store = store
         self.issuer = issuer
         self.resource = resource
-        self._pending: dict[str, PendingAuthorization] = {}
-        self._pending_lock = threading.Lock()
+        # Open the database at startup, not in the first /mcp bearer check on the event loop. A
+        # failure is not fatal here (native routes do not need it): each OAuth use reports it.
+        try:
+            store.open()
+        except IvoaiError as exc:
+            log.warning("OAuth state unavailable: %s: %s", exc.code, exc.message)
 
     # -- clients ----------------------------------------------------------------------------------
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if not client_id or len(client_id) > 128:
+            return None
         record = await anyio.to_thread.run_sync(self.store.get_client, client_id)
         if record is None:
             return None
@@ -142,12 +166,11 @@ class IvoaiOAuthProvider:
         )
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        uris = [str(u) for u in client_info.redirect_uris or []]
-        problem = registration_problem(uris)
-        if problem is not None:
-            raise RegistrationError("invalid_redirect_uri", problem)
+        """Store a client whose metadata `registration.validate_registration` accepted."""
         metadata = client_info.model_dump(
-            mode="json", exclude={"client_secret", "client_id"}, exclude_none=True
+            mode="json",
+            exclude={"client_secret", "client_id", "client_id_issued_at", "client_secret_expires_at"},
+            exclude_none=True,
         )
         try:
             await anyio.to_thread.run_sync(
@@ -157,44 +180,42 @@ class IvoaiOAuthProvider:
             raise RegistrationError("invalid_client_metadata", exc.message) from None
 
     # -- authorization ----------------------------------------------------------------------------
+    def offered_scopes(self, client: OAuthClientInformationFull, requested: list[str] | None) -> list[str]:
+        """What the consent page offers: the (already narrowed) request, or without one the default
+        Web scopes the client registered for (RFC 6749 §3.3: a pre-defined default)."""
+        if requested:
+            return sorted(set(requested))
+        registered = set(registered_scopes({"scope": client.scope}))
+        return sorted(registered & set(WEB_DEFAULT_SCOPES)) or sorted(registered)
+
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         if params.resource is None:
             raise AuthorizeError("invalid_target", f"resource is required and must be {self.resource}")
         if params.resource.rstrip("/") != self.resource:
             raise AuthorizeError("invalid_target", f"resource must be {self.resource}")
+        if not S256_CHALLENGE.match(params.code_challenge):
+            raise AuthorizeError(
+                "invalid_request", "code_challenge must be an S256 challenge: 43 base64url characters"
+            )
+        if params.state is not None and len(params.state) > OAUTH_STATE_PARAM_MAX_CHARS:
+            raise AuthorizeError(
+                "invalid_request",
+                f"state: {len(params.state)} characters; the limit is {OAUTH_STATE_PARAM_MAX_CHARS}",
+            )
         pending = PendingAuthorization(
             request_id=secrets.token_urlsafe(24),
             client_id=client.client_id,
-            client_name=(client.client_name or client.client_id)[:200],
+            client_name=(client.client_name or client.client_id)[:OAUTH_CLIENT_NAME_MAX_CHARS],
             redirect_uri=str(params.redirect_uri),
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
-            scopes=params.scopes,
+            scopes=self.offered_scopes(client, params.scopes),
             state=params.state,
             code_challenge=params.code_challenge,
             resource=self.resource,
+            created_at=self.store.clock(),
         )
-        with self._pending_lock:
-            self._expire_pending()
-            if len(self._pending) >= OAUTH_PENDING_MAX:
-                raise AuthorizeError("temporarily_unavailable", "too many pending authorization requests")
-            self._pending[pending.request_id] = pending
+        await anyio.to_thread.run_sync(self.store.park_pending, pending)
         return f"{self.issuer}{CONSENT_PATH}?{urlencode({'request': pending.request_id})}"
-
-    def _expire_pending(self) -> None:
-        horizon = time.monotonic() - OAUTH_PENDING_TTL_SECONDS
-        for key in [k for k, p in self._pending.items() if p.created_at < horizon]:
-            del self._pending[key]
-
-    def pending(self, request_id: str) -> PendingAuthorization | None:
-        """A live pending request by ID."""
-        with self._pending_lock:
-            self._expire_pending()
-            return self._pending.get(request_id)
-
-    def drop_pending(self, request_id: str) -> PendingAuthorization | None:
-        """Remove and return a pending request (a decision uses it up)."""
-        with self._pending_lock:
-            return self._pending.pop(request_id, None)
 
     def redirect_with(self, pending: PendingAuthorization, **params: str | None) -> str:
         """The client's redirect URI with response parameters, `state` and `iss` (RFC 9207)."""
@@ -281,7 +302,9 @@ class IvoaiOAuthProvider:
         )
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
-        await anyio.to_thread.run_sync(self.store.revoke_token, token.token)
+        await anyio.to_thread.run_sync(
+            lambda: self.store.revoke_token(token.token, client_id=token.client_id)
+        )
 
     async def exchange_identity_assertion(
         self, client: OAuthClientInformationFull, params: Any

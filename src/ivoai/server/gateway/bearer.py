@@ -55,7 +55,7 @@ def _tool_names(body: bytes) -> list[str]:
     """Tool names of every `tools/call` in a JSON-RPC message or batch (unparseable: none)."""
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
         return []
     messages = doc if isinstance(doc, list) else [doc]
     names: list[str] = []

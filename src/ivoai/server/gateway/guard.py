@@ -10,8 +10,9 @@
 - **Bounds.** Bodies over 4 MiB get 413 (streamed bodies are counted); a body that stalls longer
   than `HTTP_READ_TIMEOUT_SECONDS` between chunks ends the request, and a response chunk a client
   does not read within `HTTP_WRITE_TIMEOUT_SECONDS` ends it too.
-- **Headers.** Every response gets `Cache-Control: no-store` (replacing any handler value),
-  `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+- **Headers.** Every response, the guard's own refusals included, gets `Cache-Control: no-store`
+  (replacing any handler value), `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+  (The listener adds nosniff to the server's own answers too: `http11.py`.)
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class GatewayGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _with_headers(send)  # every answer, the guard's own refusals included
         headers = dict(scope.get("headers", []))
         if self.enforce_proxy and not self._peer_ok(scope, headers):
             await send_json(
@@ -112,7 +114,7 @@ class GatewayGuard:
                 send, 403, {"error": "invalid_origin", "error_description": "Origin is not allowed"}
             )
             return
-        await self.app(scope, _timed(receive), _with_headers(send))
+        await self.app(scope, _timed(receive), send)
 
 
 def _timed(receive: Receive) -> Receive:

@@ -76,7 +76,7 @@ async def read_json(request: Request, limit: int) -> Any:
             raise TooLargeError(f"request body exceeds {limit} bytes")
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
         raise ValidationError("request body is not valid JSON") from None
 
 

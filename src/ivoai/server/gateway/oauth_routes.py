@@ -7,39 +7,35 @@
   carries `iss` (RFC 9207), errors included;
 - `POST /token` (SDK `TokenHandler` behind `token_endpoint`: `resource` must be the canonical
   `/mcp` URL when present, and the PKCE S256 verifier is checked in constant time first);
-- `POST /register` (SDK `RegistrationHandler`, redirect policy in the provider);
-- `POST /revoke` (SDK `RevocationHandler`: revokes the whole grant);
-- `GET|POST /oauth/consent`: shows the request and asks for the administrator's activation code.
+- `POST /register` (`oauth_clients.RegistrationEndpoint`: bounded RFC 7591 registration);
+- `POST /revoke` (`oauth_clients.RevocationEndpoint`: RFC 7009 for confidential and public clients,
+  revokes the whole grant);
+- `GET|POST /oauth/consent` (`oauth_consent.ConsentEndpoint`): shows exactly what approval grants and
+  asks for the administrator's activation code.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio.to_thread
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
-from mcp.server.auth.handlers.register import RegistrationHandler
-from mcp.server.auth.handlers.revoke import RevocationHandler
 from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
 from mcp.server.auth.json_response import PydanticJSONResponse
 from mcp.server.auth.routes import cors_middleware
-from mcp.server.auth.settings import ClientRegistrationOptions
 from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from ivoai.common.errors import ValidationError
 from ivoai.common.ids import constant_time_equal
-from ivoai.common.limits import OAUTH_CONSENT_MAX_ATTEMPTS
 from ivoai.server.auth.oauth_provider import CONSENT_PATH, HashedSecretAuthenticator, IvoaiOAuthProvider
-from ivoai.server.auth.oauth_store import ActivationRejected
-from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, WEB_SCOPES
+from ivoai.server.auth.scopes import WEB_SCOPES
+from ivoai.server.gateway.oauth_clients import RegistrationEndpoint, RevocationEndpoint
+from ivoai.server.gateway.oauth_consent import ConsentEndpoint
 
 PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
 
@@ -96,13 +92,9 @@ def build_oauth_routes(provider: IvoaiOAuthProvider) -> list[Route]:
     authenticator = HashedSecretAuthenticator(provider)
     token_handler = TokenHandler(provider, authenticator)
     authorize_handler = AuthorizationHandler(provider)
-    register_handler = RegistrationHandler(
-        provider,
-        options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=list(WEB_SCOPES), default_scopes=list(WEB_DEFAULT_SCOPES)
-        ),
-    )
-    revoke_handler = RevocationHandler(provider, authenticator)
+    register_handler = RegistrationEndpoint(provider)
+    revoke_handler = RevocationEndpoint(provider, authenticator)
+    consent = ConsentEndpoint(provider).handle
 
     async def authorize(request: Request) -> Response:
         response = await authorize_handler.handle(request)
@@ -129,58 +121,6 @@ def build_oauth_routes(provider: IvoaiOAuthProvider) -> list[Route]:
                     return _token_error("invalid_grant", "incorrect code_verifier")
         response: Response = await token_handler.handle(request)
         return response
-
-    async def consent(request: Request) -> Response:
-        if request.method == "GET":
-            pending = provider.pending(request.query_params.get("request", ""))
-            if pending is None:
-                return _page("Authorization request expired", "<p>Start again from your AI client.</p>", 400)
-            return _consent_page(
-                pending.request_id, pending.client_name, pending.redirect_uri, pending.scopes
-            )
-        form = await request.form()
-        request_id = str(form.get("request", ""))
-        pending = provider.pending(request_id)
-        if pending is None:
-            return _page("Authorization request expired", "<p>Start again from your AI client.</p>", 400)
-        if form.get("action") == "deny":
-            provider.drop_pending(request_id)
-            return RedirectResponse(provider.redirect_with(pending, error="access_denied"), status_code=303)
-        activation = str(form.get("activation_code", "")).strip()
-        try:
-            code, _scopes = await anyio.to_thread.run_sync(
-                lambda: provider.store.approve(
-                    activation_code=activation,
-                    client_id=pending.client_id,
-                    requested_scopes=pending.scopes,
-                    code_challenge=pending.code_challenge,
-                    redirect_uri=pending.redirect_uri,
-                    redirect_uri_provided_explicitly=pending.redirect_uri_provided_explicitly,
-                    resource=pending.resource,
-                )
-            )
-        except ActivationRejected as exc:
-            pending.attempts += 1
-            if pending.attempts >= OAUTH_CONSENT_MAX_ATTEMPTS:
-                provider.drop_pending(request_id)
-                return RedirectResponse(
-                    provider.redirect_with(pending, error="access_denied"), status_code=303
-                )
-            return _consent_page(
-                pending.request_id,
-                pending.client_name,
-                pending.redirect_uri,
-                pending.scopes,
-                error=exc.message,
-            )
-        except ValidationError as exc:
-            provider.drop_pending(request_id)
-            return RedirectResponse(
-                provider.redirect_with(pending, error="invalid_scope", error_description=exc.message),
-                status_code=303,
-            )
-        provider.drop_pending(request_id)
-        return RedirectResponse(provider.redirect_with(pending, code=code), status_code=303)
 
     prm = ProtectedResourceMetadataHandler(resource_meta).handle
     return [
@@ -213,50 +153,3 @@ def build_oauth_routes(provider: IvoaiOAuthProvider) -> list[Route]:
         ),
         Route(CONSENT_PATH, endpoint=consent, methods=["GET", "POST"]),
     ]
-
-
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
-
-
-def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
-    doc = (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape(title)}</title>"
-        "<style>body{font:16px system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}"
-        "code{background:#eee;padding:0 .2rem}.err{color:#a00}"
-        "button{font-size:1rem;margin-right:.5rem}</style>"
-        f"</head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
-    )
-    headers = {"Content-Security-Policy": _CSP, "X-Frame-Options": "DENY"}
-    return HTMLResponse(doc, status_code=status, headers=headers)
-
-
-def _consent_page(
-    request_id: str,
-    client_name: str,
-    redirect_uri: str,
-    scopes: list[str] | None,
-    *,
-    error: str | None = None,
-) -> HTMLResponse:
-    host = urlsplit(redirect_uri).netloc
-    wanted = " ".join(scopes) if scopes else "the client's registered scopes"
-    parts: list[Any] = [
-        f"<p><b>{html.escape(client_name)}</b> asks to use this ivoai server "
-        f"(<code>{html.escape(wanted)}</code>).</p>",
-        f"<p>After approval your browser returns to <code>{html.escape(host)}</code>.</p>",
-        "<p>Enter the activation code your administrator created with "
-        "<code>ivoai server web-access create</code>.</p>",
-    ]
-    if error:
-        parts.append(f"<p class=err role=alert>{html.escape(error)}</p>")
-    parts.append(
-        f'<form method=post action="{CONSENT_PATH}">'
-        f'<input type=hidden name=request value="{html.escape(request_id)}">'
-        "<p><label>Activation code <input name=activation_code type=password autocomplete=off required "
-        "autofocus size=48></label></p>"
-        "<p><button name=action value=approve>Approve</button>"
-        "<button name=action value=deny formnovalidate>Deny</button></p></form>"
-    )
-    return _page("Connect to ivoai", "".join(parts), 400 if error else 200)

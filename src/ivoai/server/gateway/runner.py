@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import uvicorn
 from starlette.types import ASGIApp
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import (
@@ -35,6 +34,7 @@ from ivoai.common.limits import (
 from ivoai.common.redact import redact
 from ivoai.server.app import GatewayApp, create_app
 from ivoai.server.datadir import ServerDataDir
+from ivoai.server.gateway.http11 import StrictFramingH11
 from ivoai.server.gateway.runstate import clear_run_state, write_run_state
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
@@ -71,8 +71,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class HeaderTimeoutH11(H11Protocol):
-    """uvicorn's h11 protocol plus a deadline for each request head (slow-header defence)."""
+class HeaderTimeoutH11(StrictFramingH11):
+    """uvicorn's h11 protocol (with the framing policy of `http11.py`) plus a deadline for each request
+    head (slow-header defence)."""
 
     header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS
     _head_timer: asyncio.TimerHandle | None = None
