@@ -204,3 +204,19 @@ HTTP_HANDLER_TIMEOUT_SECONDS = 120.0  # a non-streaming request (enroll, hooks, 
 HTTP_MAX_CONCURRENCY = 1000  # connections + tasks before uvicorn answers 503
 HOOK_BATCH_MAX_EVENTS = 500
 SERVICE_RETRY_SECONDS = 30.0  # how often a failed service (memory, context) is re-opened on demand
+
+# Server operations: backup, restore, workers, logs (issue 19, serverops)
+_GIB = 1024 * MIB
+BACKUP_FORMAT_VERSION = 1  # archive layout version written by this ivoai; newer archives are refused
+BACKUP_MAX_ENTRIES = 10_000  # members in one archive (a handful in practice: config, catalog, memory)
+BACKUP_ENTRY_MAX_BYTES = 64 * _GIB  # one archived file (a memory or catalog database)
+BACKUP_TOTAL_MAX_BYTES = 256 * _GIB  # all members together
+BACKUP_MANIFEST_MAX_BYTES = 8 * MIB  # manifest.json (file list with hashes)
+BACKUP_IO_CHUNK_BYTES = 1 * MIB  # streaming copy / hash block
+BACKUP_FREE_SPACE_MARGIN_BYTES = 64 * MIB  # restore keeps this much free beyond the staged files
+GATEWAY_STOP_TIMEOUT_SECONDS = 30.0  # restore --stop-gateway: SIGTERM to exit
+GATEWAY_START_TIMEOUT_SECONDS = 60.0  # restore --stop-gateway: restarted gateway answers /health
+GATEWAY_MAX_WORKERS = 32  # `server start --workers N`
+GATEWAY_LOG_MAX_BYTES = 10 * MIB  # foreground log file before it rotates
+GATEWAY_LOG_BACKUPS = 3  # rotated log files kept (gateway.log.1 .. .3)
+LOG_FOLLOW_POLL_SECONDS = 0.5  # `server logs --follow` on the log file
