@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 DOCS = {
-    "auth/oauth_client.py": "def refresh_token(client):\n    '''Rotate the OAuth refresh token.'''\n    return client\n",
+    "auth/oauth_client.py": "def refresh_token(client):\n    # Rotate the OAuth refresh token.\n",
     "storage/sqlite_wal.md": "SQLite write-ahead logging lets readers continue while one writer commits.\n",
     "deploy/systemd.md": "Units run with NoNewPrivileges and ProtectSystem strict, restarted on failure.\n",
     "notes/backup.md": "Backups are tar archives with a manifest listing sizes and SHA-256 hashes.\n",

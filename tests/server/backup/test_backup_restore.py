@@ -48,7 +48,9 @@ def _writer(
 
 def _pages(export_root: Path) -> dict[str, bytes]:
     return {
-        str(p.relative_to(export_root)): p.read_bytes() for p in sorted(export_root.rglob("*.md")) if p.is_file()
+        str(p.relative_to(export_root)): p.read_bytes()
+        for p in sorted(export_root.rglob("*.md"))
+        if p.is_file()
     }
 
 
@@ -73,7 +75,8 @@ def test_backup_while_eight_clients_write_restores_a_consistent_snapshot_and_the
     until = [0] * WRITERS
     started = [threading.Event() for _ in range(WRITERS)]
     threads = [
-        threading.Thread(target=_writer, args=(source.root, n, stop, started[n], counts, until)) for n in range(WRITERS)
+        threading.Thread(target=_writer, args=(source.root, n, stop, started[n], counts, until))
+        for n in range(WRITERS)
     ]
     for t in threads:
         t.start()

@@ -29,7 +29,7 @@ COMMANDS: Registry = {
     # operations (issue 19): backup and restore, deployment rendering, logs
     "backup": ("ivoai.cli.server.backup:app", "Back up the data directory; list and verify archives."),
     "restore": ("ivoai.cli.server.backup:restore_command", "Restore a backup archive (local path only)."),
-    "setup": ("ivoai.cli.server.setup:setup_command", "Render (and install) systemd units and Compose files."),
+    "setup": ("ivoai.cli.server.setup:setup_command", "Render or install systemd units and Compose files."),
     "logs": ("ivoai.cli.server.logs:logs_command", "Show the gateway's logs (redacted)."),
 }
 

@@ -1,4 +1,4 @@
-"""`ivoai server backup [--output DIR] [--json]`, `backup list|verify ARCHIVE`, `ivoai server restore ARCHIVE`."""
+"""`ivoai server backup [--output DIR] [--json]`, `backup list|verify ARCHIVE`, `server restore ARCHIVE`."""
 
 from __future__ import annotations
 
@@ -27,13 +27,14 @@ def _progress(enabled: bool) -> Callable[[Progress], None] | None:
     """Progress lines on stderr: one per phase change and at most one per second within a phase."""
     if not enabled:
         return None
-    last = {"phase": "", "at": 0.0}
+    last_phase = [""]
+    last_at = [0.0]
 
     def report(p: Progress) -> None:
         now = time.monotonic()
-        if p.phase == last["phase"] and now - float(last["at"]) < 1.0:
+        if p.phase == last_phase[0] and now - last_at[0] < 1.0:
             return
-        last["phase"], last["at"] = p.phase, now
+        last_phase[0], last_at[0] = p.phase, now
         if p.total_bytes and p.phase not in ("snapshot", "write"):
             pct = 100.0 * p.done_bytes / p.total_bytes
             info(f"{p.phase}: {p.done_bytes / 2**20:.1f} / {p.total_bytes / 2**20:.1f} MiB ({pct:.0f}%)")
@@ -120,7 +121,9 @@ def restore_command(
         False, "--stop-gateway", help="Stop a gateway serving this data dir, restore, start it again."
     ),
     no_rebuild: bool = typer.Option(
-        False, "--no-rebuild", help="Skip the vector index rebuild (run `ivoai server context rebuild` later)."
+        False,
+        "--no-rebuild",
+        help="Skip the vector index rebuild (run `ivoai server context rebuild` later).",
     ),
     json_out: bool = _JSON,
 ) -> None:

@@ -612,6 +612,7 @@ def open_archive(path: Path) -> OpenArchive:
             members = _check_members(tar, st.st_size)
             manifest = _read_manifest(tar, members)
             _match_manifest(manifest, members)
+            check_schemas(manifest)
         except BaseException:
             tar.close()
             raise
@@ -738,6 +739,21 @@ def _match_manifest(manifest: Manifest, members: list[Member]) -> None:
     for entry in manifest.files:
         if len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256):
             raise ArchiveError(f"manifest entry {entry.path!r}: sha256 is not a hex SHA-256")
+
+
+def check_schemas(manifest: Manifest) -> None:
+    """Refuse databases newer than this ivoai can open (memory and catalog schema versions)."""
+    from ivoai.server.context.catalog import MIGRATIONS as CATALOG_MIGRATIONS
+    from ivoai.server.memory._schema import LATEST
+
+    limits = {"memory": LATEST.version, "context_catalog": len(CATALOG_MIGRATIONS)}
+    for key, latest in limits.items():
+        value = manifest.schema_versions.get(key)
+        if isinstance(value, int) and value > latest:
+            raise ArchiveError(
+                f"the archive's {key} schema version {value} is newer than this ivoai supports ({latest}); "
+                "upgrade ivoai to restore it"
+            )
 
 
 def copy_member(

@@ -111,26 +111,30 @@ class GatewayControl:
             argv += ["--workers", str(st.workers)]
         log = self.data.run / "gateway.log"
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            proc = subprocess.Popen(
+            # posix_spawn, not Popen: the gateway outlives this command and nobody waits for it here.
+            pid = os.posix_spawn(
+                argv[0],
                 argv,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                start_new_session=True,
-                close_fds=True,
+                dict(os.environ),
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, null, 0),
+                    (os.POSIX_SPAWN_DUP2, fd, 1),
+                    (os.POSIX_SPAWN_DUP2, fd, 2),
+                ],
+                setsid=True,
             )
         finally:
             os.close(fd)
+            os.close(null)
         deadline = time.monotonic() + GATEWAY_START_TIMEOUT_SECONDS
         pause = threading.Event()
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise GatewayControlError(
-                    f"the gateway exited with status {proc.returncode} on restart; see {log}"
-                )
+            if not _alive(pid):
+                raise GatewayControlError(f"the gateway exited on restart; see {log}")
             state = read_run_state(self.data)
-            if state is not None and state.pid == proc.pid:  # recorded after its socket is bound
-                return proc.pid
+            if state is not None and state.pid == pid:  # recorded after its socket is bound
+                return pid
             pause.wait(0.1)
         raise GatewayControlError(f"the restarted gateway did not start within the timeout; see {log}")

@@ -104,20 +104,6 @@ def target_path(data: ServerDataDir, member: str) -> Path:
     return data.root / member
 
 
-def _check_schemas(manifest: Manifest) -> None:
-    from ivoai.server.context.catalog import MIGRATIONS as CATALOG_MIGRATIONS
-    from ivoai.server.memory._schema import LATEST
-
-    limits = {"memory": LATEST.version, "context_catalog": len(CATALOG_MIGRATIONS)}
-    for key, latest in limits.items():
-        value = manifest.schema_versions.get(key)
-        if isinstance(value, int) and value > latest:
-            raise ArchiveError(
-                f"the archive's {key} schema version {value} is newer than this ivoai supports ({latest}); "
-                "upgrade ivoai to restore it"
-            )
-
-
 def restore_archive(
     data: ServerDataDir,
     archive: Path,
@@ -152,7 +138,6 @@ def restore_archive(
     arch = open_archive(archive)
     try:
         manifest = arch.manifest
-        _check_schemas(manifest)
         data.ensure()
         _check_free_space(data, manifest)
         with file_lock(data.root, data.run / BACKUP_LOCK):

@@ -26,7 +26,9 @@ class RunState(BaseModel):
 
 def write_run_state(data_dir: ServerDataDir, *, listen: str, base_url: str, workers: int = 1) -> None:
     """Record this process as the running gateway."""
-    state = RunState(pid=os.getpid(), listen=listen, base_url=base_url, started_at=time.time(), workers=workers)
+    state = RunState(
+        pid=os.getpid(), listen=listen, base_url=base_url, started_at=time.time(), workers=workers
+    )
     atomic_write(data_dir.root, data_dir.run / RUN_FILE, state.model_dump_json().encode("utf-8"))
 
 
