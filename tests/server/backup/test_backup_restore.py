@@ -138,6 +138,13 @@ def test_backup_refuses_a_symlink_inside_an_archived_root(tmp_path: Path) -> Non
     assert list_backups(data.root / "backups") == []
 
 
+def test_backup_of_a_missing_data_dir_is_refused_without_creating_it(tmp_path: Path) -> None:
+    data = ServerDataDir(tmp_path / "never-initialized")
+    with pytest.raises(BackupError, match="not a server data directory"):
+        create_backup(data)
+    assert not data.root.exists()
+
+
 def test_backup_output_directory_must_be_private(tmp_path: Path) -> None:
     data = ServerDataDir(tmp_path / "d").ensure()
     loose = tmp_path / "loose"

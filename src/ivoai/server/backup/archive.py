@@ -320,6 +320,10 @@ def create_backup(
         UnsafePathError: `output` is a symlink, foreign-owned or not 0700.
     """
     t0 = time.monotonic()
+    if not data.root.is_dir():
+        raise BackupError(
+            f"{data.root} is not a server data directory (nothing to back up; see ivoai server init)"
+        )
     out_dir = Path(os.path.abspath(output)) if output is not None else default_backup_dir(data)
     if output is None:
         ensure_private_dir(data.root, out_dir)
