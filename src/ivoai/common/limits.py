@@ -213,6 +213,7 @@ BACKUP_ENTRY_MAX_BYTES = 64 * _GIB  # one archived file (a memory or catalog dat
 BACKUP_TOTAL_MAX_BYTES = 256 * _GIB  # all members together
 BACKUP_MANIFEST_MAX_BYTES = 8 * MIB  # manifest.json (file list with hashes)
 BACKUP_IO_CHUNK_BYTES = 1 * MIB  # streaming copy / hash block
+BACKUP_MEMORY_SNAPSHOT_MAX_BYTES = 512 * MIB  # SQLite snapshots up to this size are taken in memory
 BACKUP_FREE_SPACE_MARGIN_BYTES = 64 * MIB  # restore keeps this much free beyond the staged files
 GATEWAY_STOP_TIMEOUT_SECONDS = 30.0  # restore --stop-gateway: SIGTERM to exit
 GATEWAY_START_TIMEOUT_SECONDS = 60.0  # restore --stop-gateway: restarted gateway answers /health

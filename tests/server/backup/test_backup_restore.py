@@ -190,3 +190,28 @@ def test_restore_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert report.dry_run and {f["path"] for f in report.files} == {"memory/memory.sqlite3"}
     assert tree_digest(target.root, exclude=("run",)) == before
     assert not [n for n in os.listdir(target.run) if n.startswith("restore-staging-")]
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_snapshots_in_memory_or_through_a_staging_file_restore_the_same_self_contained_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_memory: bool
+) -> None:
+    from ivoai.server.backup import archive as archive_mod
+
+    if not in_memory:
+        monkeypatch.setattr(archive_mod, "BACKUP_MEMORY_SNAPSHOT_MAX_BYTES", 0)
+    source = ServerDataDir(tmp_path / "s").ensure()
+    with MemoryService.open(source) as svc:
+        for i in range(30):
+            svc.memory_write_page("w", "p", f"n{i}.md", f"page {i}")
+        # the WAL holds uncheckpointed commits while the service is open: the snapshot must include them
+        archive = Path(create_backup(source).archive)
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("memory/memory.sqlite3")
+        assert member is not None
+        header = member.read(100)
+    assert header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x01\x01"  # rollback journal
+    target = ServerDataDir(tmp_path / "t")
+    restore_archive(target, archive, rebuild_index=False)
+    with MemoryService.open(target) as svc:
+        assert svc.memory_status().pages == 30

@@ -61,6 +61,7 @@ from ivoai.common.limits import (
     BACKUP_IO_CHUNK_BYTES,
     BACKUP_MANIFEST_MAX_BYTES,
     BACKUP_MAX_ENTRIES,
+    BACKUP_MEMORY_SNAPSHOT_MAX_BYTES,
     BACKUP_TOTAL_MAX_BYTES,
     CONTEXT_WALK_MAX_DEPTH,
 )
@@ -215,27 +216,40 @@ def _is_sqlite(path: Path) -> bool:
         os.close(fd)
 
 
-def snapshot_sqlite(source: Path, dest: Path) -> None:
-    """Copy a live SQLite database into `dest` with the online backup API, as one consistent snapshot.
+def snapshot_sqlite(source: Path, dest: Path) -> tuple[bytes | None, dict[str, Any]]:
+    """Copy a live SQLite database with the online backup API, as one consistent snapshot.
 
     One backup step (`pages=-1`) copies every page inside one read transaction: WAL writers keep
-    committing meanwhile and none of their later commits is in the copy. `dest` is switched to a
-    rollback journal so the copy is one self-contained file.
+    committing meanwhile and none of their later commits is in the copy. A database of at most
+    `BACKUP_MEMORY_SNAPSHOT_MAX_BYTES` is copied into memory and returned as its serialized bytes
+    (no staging file to write, fsync and read again: the archive is written once); a larger one is
+    copied into `dest` (None). Either way the copy uses a rollback journal, so it is one
+    self-contained file. Also returns the snapshot's facts (schema version, counts) for the manifest.
     """
+    size = sum(os.stat(f"{source}{sfx}").st_size for sfx in ("", "-wal") if os.path.exists(f"{source}{sfx}"))
     # Opened read-write on purpose: a read-only connection cannot open a WAL database whose -shm file
     # is missing (no process has it open); the backup API only reads the source.
     src = sqlite3.connect(source, timeout=SQLITE_BUSY_TIMEOUT_SECONDS)
     try:
         src.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
+        if size <= BACKUP_MEMORY_SNAPSHOT_MAX_BYTES:
+            mem = sqlite3.connect(":memory:")
+            try:
+                src.backup(mem, pages=-1)
+                return mem.serialize(), _facts(mem)
+            finally:
+                mem.close()
         fd = os.open(
             dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE
         )
         os.close(fd)
         dst = sqlite3.connect(dest)
         try:
+            dst.execute("PRAGMA synchronous = OFF")  # fsynced once below
             src.backup(dst, pages=-1)
             dst.execute("PRAGMA journal_mode = DELETE")
             dst.commit()
+            facts = _facts(dst)
         finally:
             dst.close()
     except sqlite3.Error as exc:
@@ -247,11 +261,11 @@ def snapshot_sqlite(source: Path, dest: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    return None, facts
 
 
-def _sqlite_facts(path: Path) -> dict[str, Any]:
+def _facts(conn: sqlite3.Connection) -> dict[str, Any]:
     """user_version and, for a catalog, the counts and index schema the rebuild needs."""
-    conn = sqlite3.connect(path)
     try:
         facts: dict[str, Any] = {"user_version": int(conn.execute("PRAGMA user_version").fetchone()[0])}
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -265,9 +279,7 @@ def _sqlite_facts(path: Path) -> dict[str, Any]:
             facts["pages"] = int(conn.execute("SELECT count(*) FROM pages WHERE deleted = 0").fetchone()[0])
         return facts
     except sqlite3.Error as exc:
-        raise BackupError(f"cannot read {path.name}: {exc}") from None
-    finally:
-        conn.close()
+        raise BackupError(f"cannot read the snapshot: {exc}") from None
 
 
 class _HashingReader:
@@ -355,7 +367,7 @@ def _write_archive(
     t0: float,
 ) -> BackupResult:
     sources = _collect(data)
-    prepared: list[tuple[_Source, Path]] = []  # (source, file to stream)
+    prepared: list[tuple[_Source, Path | bytes]] = []  # (source, file or in-memory image to stream)
     facts: dict[str, dict[str, Any]] = {}
     config_redacted = False
     for n, src in enumerate(sources):
@@ -363,9 +375,8 @@ def _write_archive(
             if progress is not None:
                 progress(Progress("snapshot", src.member, n, len(sources)))
             snap = staging / f"{n}.sqlite3"
-            snapshot_sqlite(src.path, snap)
-            facts[src.member] = _sqlite_facts(snap)
-            prepared.append((src, snap))
+            image, facts[src.member] = snapshot_sqlite(src.path, snap)
+            prepared.append((src, image if image is not None else snap))
         elif src.kind == "config":
             raw = _read_regular(src.path, BACKUP_MANIFEST_MAX_BYTES)
             text = raw.decode("utf-8", errors="replace")
@@ -376,7 +387,9 @@ def _write_archive(
             prepared.append((src, copy))
         else:
             prepared.append((src, src.path))
-    total = sum(os.stat(p, follow_symlinks=False).st_size for _, p in prepared)
+    total = sum(
+        len(p) if isinstance(p, bytes) else os.stat(p, follow_symlinks=False).st_size for _, p in prepared
+    )
     if len(prepared) + 1 > BACKUP_MAX_ENTRIES:
         raise BackupError(f"{len(prepared)} files to archive; the limit is {BACKUP_MAX_ENTRIES}")
 
@@ -396,12 +409,8 @@ def _write_archive(
                 fileobj=raw_out, mode="w", format=tarfile.PAX_FORMAT, copybufsize=BACKUP_IO_CHUNK_BYTES
             )
             mtime = int(clock())
-            for src, path in prepared:
-                with open(path, "rb", buffering=0) as f:
-                    st = os.fstat(f.fileno())
-                    if not stat.S_ISREG(st.st_mode):
-                        raise BackupError(f"{src.path} is not a regular file")
-                    size = st.st_size
+            for src, item in prepared:
+                with _open_item(item) as (f, size):
 
                     def advance(k: int, member: str = src.member) -> None:
                         nonlocal done
@@ -440,6 +449,42 @@ def _write_archive(
         seconds=time.monotonic() - t0,
         manifest=manifest,
     )
+
+
+class _ImageReader:
+    """Reads a serialized in-memory snapshot without copying it, as a rollback-journal database file.
+
+    The serialized image keeps the source's WAL marker (header bytes 18-19 = 2); the archived file says
+    1 (rollback journal), what a file copy switched with `journal_mode = DELETE` says: the database is
+    one self-contained file and opening it needs no -wal.
+    """
+
+    def __init__(self, image: bytes) -> None:
+        self._view = memoryview(image)
+        self._head = bytearray(image[:100])
+        if len(self._head) == 100:
+            self._head[18] = self._head[19] = 1
+        self._pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._view) if n < 0 else min(len(self._view), self._pos + n)
+        start, self._pos = self._pos, end
+        if start >= len(self._head):
+            return bytes(self._view[start:end])
+        return bytes(self._head[start : min(end, len(self._head))]) + bytes(self._view[len(self._head) : end])
+
+
+@contextlib.contextmanager
+def _open_item(item: Path | bytes) -> Iterator[tuple[BinaryIO, int]]:
+    """A stream over a staged file (regular files only) or an in-memory snapshot, with its size."""
+    if isinstance(item, bytes):
+        yield cast(BinaryIO, _ImageReader(item)), len(item)
+        return
+    with open(item, "rb", buffering=0) as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise BackupError(f"{item} is not a regular file")
+        yield cast(BinaryIO, f), st.st_size
 
 
 def _publish(dfd: int, tmp_name: str, stamp: str) -> str:
