@@ -37,6 +37,7 @@ import stat
 import tarfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -283,23 +284,47 @@ def _facts(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 class _HashingReader:
-    """A read-only file wrapper that hashes what is read and refuses to give more than `size` bytes."""
+    """A read-only file wrapper that hashes what is read and refuses to give more than `size` bytes.
 
-    def __init__(self, f: BinaryIO, size: int, on_bytes: Callable[[int], None] | None = None) -> None:
+    With a `pool`, each block is hashed in that (one) thread while the caller writes it: hashlib
+    releases the GIL on large buffers, so hashing and writing overlap on two cores.
+    """
+
+    def __init__(
+        self,
+        f: BinaryIO,
+        size: int,
+        on_bytes: Callable[[int], None] | None = None,
+        pool: ThreadPoolExecutor | None = None,
+    ) -> None:
         self._f = f
         self._left = size
-        self.sha256 = hashlib.sha256()
+        self._sha256 = hashlib.sha256()
         self._on_bytes = on_bytes
+        self._pool = pool
+        self._pending: Future[None] | None = None
 
     def read(self, n: int = -1) -> bytes:
         if n < 0 or n > self._left:
             n = self._left
         block = self._f.read(n)
         self._left -= len(block)
-        self.sha256.update(block)
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        if self._pool is not None and block:
+            self._pending = self._pool.submit(self._sha256.update, block)
+        else:
+            self._sha256.update(block)
         if self._on_bytes is not None and block:
             self._on_bytes(len(block))
         return block
+
+    def hexdigest(self) -> str:
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        return self._sha256.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -370,13 +395,20 @@ def _write_archive(
     prepared: list[tuple[_Source, Path | bytes]] = []  # (source, file or in-memory image to stream)
     facts: dict[str, dict[str, Any]] = {}
     config_redacted = False
+    # The databases are snapshotted at the same time (the backup API releases the GIL while it copies).
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ivoai-snapshot") as snapper:
+        snapshots = {
+            n: snapper.submit(snapshot_sqlite, src.path, staging / f"{n}.sqlite3")
+            for n, src in enumerate(sources)
+            if src.kind == "sqlite"
+        }
+        if progress is not None and snapshots:
+            progress(Progress("snapshot", f"{len(snapshots)} databases", 0, len(snapshots)))
+        images = {n: future.result() for n, future in snapshots.items()}
     for n, src in enumerate(sources):
         if src.kind == "sqlite":
-            if progress is not None:
-                progress(Progress("snapshot", src.member, n, len(sources)))
-            snap = staging / f"{n}.sqlite3"
-            image, facts[src.member] = snapshot_sqlite(src.path, snap)
-            prepared.append((src, image if image is not None else snap))
+            image, facts[src.member] = images.pop(n)
+            prepared.append((src, image if image is not None else staging / f"{n}.sqlite3"))
         elif src.kind == "config":
             raw = _read_regular(src.path, BACKUP_MANIFEST_MAX_BYTES)
             text = raw.decode("utf-8", errors="replace")
@@ -404,7 +436,10 @@ def _write_archive(
     done = 0
     files: list[ManifestFile] = []
     try:
-        with os.fdopen(fd, "wb", buffering=BACKUP_IO_CHUNK_BYTES, closefd=False) as raw_out:
+        with (
+            os.fdopen(fd, "wb", buffering=BACKUP_IO_CHUNK_BYTES, closefd=False) as raw_out,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="ivoai-hash") as hasher,
+        ):
             tar = tarfile.TarFile(
                 fileobj=raw_out, mode="w", format=tarfile.PAX_FORMAT, copybufsize=BACKUP_IO_CHUNK_BYTES
             )
@@ -418,7 +453,7 @@ def _write_archive(
                         if progress is not None:
                             progress(Progress("archive", member, done, total))
 
-                    reader = _HashingReader(f, size, advance)
+                    reader = _HashingReader(f, size, advance, hasher)
                     info = _tarinfo(src.member, size, mtime)
                     try:
                         tar.addfile(info, reader)
@@ -427,7 +462,7 @@ def _write_archive(
                             f"{src.path} changed while it was archived ({exc}); retry"
                         ) from None
                 files.append(
-                    ManifestFile(path=src.member, size=size, sha256=reader.sha256.hexdigest(), kind=src.kind)
+                    ManifestFile(path=src.member, size=size, sha256=reader.hexdigest(), kind=src.kind)
                 )
             manifest = _manifest(data, files, facts, config_redacted, clock)
             body = manifest.model_dump_json(indent=1).encode("utf-8") + b"\n"
