@@ -11,9 +11,10 @@ the reference `tar` reads it) whose members are regular files only:
                                  metadata, and every other member with its size and SHA-256
 
 SQLite files are copied with SQLite's online backup API (one step inside one read transaction, so
-the copy is a consistent snapshot while WAL writers keep committing) into a private staging
-directory, switched to a self-contained rollback journal, then streamed into the tar while their
-hash is computed (so the manifest comes last). Excluded on purpose: `secrets/`, `enrollment/`
+the copy is a consistent snapshot while WAL writers keep committing), concurrently, into memory (up
+to `BACKUP_MEMORY_SNAPSHOT_MAX_BYTES`) or a private staging file, marked as self-contained
+rollback-journal databases, then streamed into the tar while their hash is computed (so the manifest
+comes last). Excluded on purpose: `secrets/`, `enrollment/`
 (codes and client credentials), `oauth/` (grants and tokens), `index/` (the vector index is a cache
 rebuilt from the catalog) and `run/` (locks, pids, logs).
 
