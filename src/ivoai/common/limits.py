@@ -218,6 +218,7 @@ BACKUP_FREE_SPACE_MARGIN_BYTES = 64 * MIB  # restore keeps this much free beyond
 GATEWAY_STOP_TIMEOUT_SECONDS = 30.0  # restore --stop-gateway: SIGTERM to exit
 GATEWAY_START_TIMEOUT_SECONDS = 60.0  # restore --stop-gateway: restarted gateway answers /health
 GATEWAY_MAX_WORKERS = 32  # `server start --workers N`
+TLS_PEM_MAX_BYTES = 1 * MIB  # a certificate chain or key copied by `server setup --tls-cert/--tls-key`
 GATEWAY_LOG_MAX_BYTES = 10 * MIB  # foreground log file before it rotates
 GATEWAY_LOG_BACKUPS = 3  # rotated log files kept (gateway.log.1 .. .3)
 LOG_FOLLOW_POLL_SECONDS = 0.5  # `server logs --follow` on the log file

@@ -223,3 +223,26 @@ def test_setup_cli_renders_with_json(cli: CliRunner, tmp_path: Path) -> None:
     assert all("API_KEY" not in json.dumps(f) for f in listing["files"])
     both = cli("server", "setup", "--render", str(tmp_path / "x"), "--apply")
     assert both.code == 2 and "exactly one" in both.err
+
+
+def test_tls_copies_are_service_owned_private_files_named_in_the_config(tmp_path: Path) -> None:
+    from tests.tls import self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path)
+    out = tmp_path / "r"
+    files = render(
+        RenderOptions(public_url="https://127.0.0.1:8443", listen="0.0.0.0:8443", tls_cert=cert, tls_key=key)
+    )
+    write_render(files, out)
+    copies = {f.path: f for f in files if "/tls/" in f.path}
+    assert set(copies) == {"/etc/ivoai/secrets/tls/gateway.crt", "/etc/ivoai/secrets/tls/gateway.key"}
+    assert all(f.owner == "ivoai-gateway" and f.mode == 0o600 and f.secret for f in copies.values())
+    assert (out / "etc/ivoai/secrets/tls/gateway.key").read_bytes() == key.read_bytes()
+    assert stat.S_IMODE(os.stat(out / "etc/ivoai/secrets/tls").st_mode) == 0o700
+    config = (out / "etc/ivoai/config.toml").read_text()
+    assert 'tls_cert = "/var/lib/ivoai/secrets/tls/gateway.crt"' in config
+    assert 'tls_key = "/var/lib/ivoai/secrets/tls/gateway.key"' in config
+    with pytest.raises(ValidationError, match="together"):
+        render(RenderOptions(public_url=URL, tls_cert=cert))
+    with pytest.raises(ValidationError, match="PEM"):
+        render(RenderOptions(public_url=URL, tls_cert=tmp_path / "r" / "etc/ivoai/config.toml", tls_key=key))

@@ -21,6 +21,12 @@ def setup_command(
     mode: str = typer.Option("embedded", "--mode", help="embedded (one process) or services (TEI + Qdrant)."),
     listen: str = typer.Option("127.0.0.1:7744", "--listen", help="Gateway HOST:PORT (behind a TLS proxy)."),
     workers: int = typer.Option(1, "--workers", help="Gateway processes (services mode only for > 1)."),
+    tls_cert: Path | None = typer.Option(
+        None, "--tls-cert", help="PEM chain for direct TLS (a service-owned copy)."
+    ),
+    tls_key: Path | None = typer.Option(
+        None, "--tls-key", help="PEM key for direct TLS (a service-owned copy)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Render systemd units, the /etc/ivoai + /var/lib/ivoai layout and (services) a Compose file."""
@@ -29,7 +35,14 @@ def setup_command(
 
     if (render_dir is None) == (not apply_):
         raise UsageError("give exactly one of --render DIR or --apply")
-    opts = RenderOptions(public_url=public_url, mode=mode, listen=listen, workers=workers)  # type: ignore[arg-type]
+    opts = RenderOptions(
+        public_url=public_url,
+        mode=mode,  # type: ignore[arg-type]
+        listen=listen,
+        workers=workers,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+    )
     if render_dir is not None:
         from ivoai.server.deploy.render import read_existing_secrets, render, write_render
 

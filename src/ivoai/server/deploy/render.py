@@ -37,7 +37,7 @@ import os
 import secrets
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -81,6 +81,8 @@ class RenderOptions:
     reingest_seconds: int = REINGEST_INTERVAL_DEFAULT_SECONDS
     python: str = sys.executable  # the interpreter of this ivoai installation (ExecStart)
     docker: str = shutil.which("docker") or "/usr/bin/docker"
+    tls_cert: Path | None = None  # direct TLS: copied to /etc/ivoai/secrets/tls (owned by the service)
+    tls_key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -114,15 +116,9 @@ def validate_options(opts: RenderOptions) -> RenderOptions:
             "(put a TLS proxy on 443 in front, or forward 443 to it)"
         )
     url = normalize_public_url(opts.public_url)
-    return RenderOptions(
-        public_url=url,
-        mode=opts.mode,
-        listen=opts.listen,
-        workers=opts.workers,
-        reingest_seconds=opts.reingest_seconds,
-        python=opts.python,
-        docker=opts.docker,
-    )
+    if (opts.tls_cert is None) != (opts.tls_key is None):
+        raise ValidationError("--tls-cert and --tls-key must be given together")
+    return replace(opts, public_url=url)
 
 
 _HARDENING = """\
@@ -247,8 +243,8 @@ def _config(o: RenderOptions) -> str:
         "# The TLS-terminating proxy in front (loopback here); add its CIDR when it runs elsewhere.",
         "trusted_proxies = []",
         f'# Direct TLS instead of a proxy: service-owned copies, e.g. "{DATA}/secrets/tls/gateway.crt".',
-        'tls_cert = ""',
-        'tls_key = ""',
+        f'tls_cert = "{DATA + "/secrets/tls/gateway.crt" if o.tls_cert else ""}"',
+        f'tls_key = "{DATA + "/secrets/tls/gateway.key" if o.tls_key else ""}"',
         "allowed_origins = []",
         "# Embedded mode: the gateway re-ingests (Qdrant Edge is single-process). Services mode: the",
         "# ivoai-reingest.timer does, and this is only a daily fallback.",
@@ -383,6 +379,11 @@ def render(opts: RenderOptions, *, existing_secrets: dict[str, bytes] | None = N
         RenderedFile("/usr/lib/sysusers.d/ivoai.conf", _sysusers().encode(), 0o644, root, root),
         RenderedFile("/usr/lib/tmpfiles.d/ivoai.conf", _tmpfiles(o).encode(), 0o644, root, root),
     ]
+    if o.tls_cert is not None and o.tls_key is not None:
+        for source, name in ((o.tls_cert, "gateway.crt"), (o.tls_key, "gateway.key")):
+            files.append(
+                RenderedFile(f"{SECRETS}/tls/{name}", _read_pem(source), 0o600, g, GROUP, secret=True)
+            )
     if o.mode == "services":
         name, timer = _timer_units(o)
         files += [
@@ -400,6 +401,19 @@ def render(opts: RenderOptions, *, existing_secrets: dict[str, bytes] | None = N
                 RenderedFile(f"{BACKENDS}/{service}.env", env.encode(), 0o600, root, root, secret=True)
             )
     return files
+
+
+def _read_pem(path: Path) -> bytes:
+    """A certificate or key file to copy (bounded; must look like PEM)."""
+    from ivoai.common.limits import TLS_PEM_MAX_BYTES
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValidationError(f"{path}: {exc.strerror}") from None
+    if len(data) > TLS_PEM_MAX_BYTES or b"-----BEGIN " not in data:
+        raise ValidationError(f"{path}: not a PEM file of at most {TLS_PEM_MAX_BYTES} bytes")
+    return data
 
 
 def read_existing_secrets(out_dir: Path) -> dict[str, bytes]:
