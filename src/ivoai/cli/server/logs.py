@@ -16,7 +16,7 @@ def logs_command(
     ),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines until Ctrl-C."),
 ) -> None:
-    """journald when installed as units (`server setup --apply`), else DATA/run/gateway.log; redacted."""
+    """Show the gateway's log, redacted: journald for installed units, else DATA/run/gateway.log."""
     from ivoai.server.datadir import ServerDataDir
     from ivoai.server.logs import file_lines, journal_lines, parse_since, use_journal
 
