@@ -26,6 +26,11 @@ COMMANDS: Registry = {
     "context": ("ivoai.cli.server.context:app", "Search, status and rebuild of the context index."),
     # memory service
     "memory": ("ivoai.cli.server.memory:app", "Durable memory pages: query, read, write, export."),
+    # operations (issue 19): backup and restore, deployment rendering, logs
+    "backup": ("ivoai.cli.server.backup:app", "Back up the data directory; list and verify archives."),
+    "restore": ("ivoai.cli.server.backup:restore_command", "Restore a backup archive (local path only)."),
+    "setup": ("ivoai.cli.server.setup:setup_command", "Render or install systemd units and Compose files."),
+    "logs": ("ivoai.cli.server.logs:logs_command", "Show the gateway's logs (redacted)."),
 }
 
 app = typer.Typer(

@@ -51,6 +51,9 @@ def start_command(
     reingest_interval: int | None = typer.Option(
         None, "--reingest-interval", help="Seconds between connector re-ingestions (default 300)."
     ),
+    workers: int = typer.Option(
+        1, "--workers", help="Gateway processes on one socket (> 1 needs services mode: a Qdrant server)."
+    ),
 ) -> None:
     """Run the gateway in the foreground until interrupted."""
     from ivoai.server.gateway.lifecycle import StartOptions, start_server
@@ -64,6 +67,7 @@ def start_command(
             tls_cert=tls_cert,
             tls_key=tls_key,
             reingest_interval_seconds=reingest_interval,
+            workers=workers,
         ),
         announce=info,
     )

@@ -69,6 +69,7 @@ class StartOptions:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     reingest_interval_seconds: int | None = None
+    workers: int = 1  # > 1 only in services mode (gateway/workers.py)
 
 
 def effective_settings(data: ServerDataDir, options: StartOptions) -> GatewaySettings:
@@ -100,4 +101,7 @@ def start_server(root: Path, options: StartOptions, *, announce: Callable[[str],
     data = ServerDataDir(root).ensure()
     write_default_config(data)
     settings = effective_settings(data, options)
-    serve_forever(data, settings, announce=announce)
+    from ivoai.server.gateway.workers import check_workers
+
+    check_workers(data, options.workers)
+    serve_forever(data, settings, announce=announce, workers=options.workers)

@@ -157,11 +157,40 @@ def install_log_redaction() -> None:
             handler.addFilter(RedactingFilter())
 
 
-def serve_forever(data: ServerDataDir, settings: GatewaySettings, *, announce: Callable[[str], None]) -> None:
-    """Bind, build, serve until SIGINT/SIGTERM; record the run in `run/gateway.json` meanwhile."""
+def serve_forever(
+    data: ServerDataDir, settings: GatewaySettings, *, announce: Callable[[str], None], workers: int = 1
+) -> None:
+    """Bind, build, serve until SIGINT/SIGTERM; record the run in `run/gateway.json` meanwhile.
+
+    `workers` > 1 serves from that many processes on the one socket (`gateway/workers.py`).
+    """
+    from ivoai.server.logs import attach_log_file
+
+    attach_log_file(data)
+    shown = announce
+
+    def logged(message: str) -> None:
+        shown(message)
+        logging.getLogger("ivoai.gateway").info("%s", message)
+
+    announce = logged
+
     sock = bind(settings.listen_host, settings.listen_port)
     port = sock.getsockname()[1]
     settings = settings.with_port(port)
+    if workers > 1:
+        from ivoai.server.gateway.workers import serve_workers
+
+        listen = f"{settings.listen_host}:{port}"
+        write_run_state(data, listen=listen, base_url=settings.base_url, workers=workers)
+        announce(f"ivoai server listening on {settings.listen_host}:{port}; public URL {settings.base_url}")
+        try:
+            serve_workers(data, settings, sock, workers, announce=announce)
+            announce("ivoai server stopped")
+        finally:
+            clear_run_state(data)
+            sock.close()
+        return
     app = create_app(data, settings, reingest=True)
     install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))

@@ -21,11 +21,14 @@ class RunState(BaseModel):
     listen: str
     base_url: str
     started_at: float
+    workers: int = 1  # `start --workers N` (restore --stop-gateway starts it again the same way)
 
 
-def write_run_state(data_dir: ServerDataDir, *, listen: str, base_url: str) -> None:
+def write_run_state(data_dir: ServerDataDir, *, listen: str, base_url: str, workers: int = 1) -> None:
     """Record this process as the running gateway."""
-    state = RunState(pid=os.getpid(), listen=listen, base_url=base_url, started_at=time.time())
+    state = RunState(
+        pid=os.getpid(), listen=listen, base_url=base_url, started_at=time.time(), workers=workers
+    )
     atomic_write(data_dir.root, data_dir.run / RUN_FILE, state.model_dump_json().encode("utf-8"))
 
 

@@ -1,0 +1,1 @@
+"""Backup and restore of a server data directory (`ivoai server backup|restore`); see `archive.py`."""

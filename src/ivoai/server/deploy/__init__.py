@@ -1,0 +1,1 @@
+"""Deployment: systemd units, the filesystem layout and the Compose file (`ivoai server setup`)."""
