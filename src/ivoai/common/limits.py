@@ -204,3 +204,24 @@ HTTP_HANDLER_TIMEOUT_SECONDS = 120.0  # a non-streaming request (enroll, hooks, 
 HTTP_MAX_CONCURRENCY = 1000  # connections + tasks before uvicorn answers 503
 HOOK_BATCH_MAX_EVENTS = 500
 SERVICE_RETRY_SECONDS = 30.0  # how often a failed service (memory, context) is re-opened on demand
+
+# --- Memory hooks, user MCP servers in sessions, doctor for servers (issue 18) ---
+MEMORY_HOOK_STDIN_MAX_BYTES = 1 * MIB  # host payload kept by the hook runner; the rest is drained, marked
+MEMORY_HOOK_BUDGET_SECONDS = 5.0  # hard wall-clock budget of one hook process (then exit 0, whatever)
+MEMORY_HOOK_SESSION_END_BUDGET_SECONDS = 2.5  # SessionEnd: the hosts give it the least time
+MEMORY_HOOK_HOST_TIMEOUT_SECONDS = 10  # in the host's hook definition: the host's own backstop
+MEMORY_HOOK_SESSION_END_HOST_TIMEOUT_SECONDS = 3  # Codex clamps SessionEnd hook timeouts to 3 s
+MEMORY_HOOK_SPOOL_MAX_BYTES = 16 * MIB  # private spool of unsent events; oldest segments evicted beyond
+MEMORY_HOOK_SPOOL_SEGMENT_BYTES = 1 * MIB  # the spool's unit of sealing, sending and eviction
+MEMORY_HOOK_FLUSH_BATCH_MAX_BYTES = 1 * MIB  # one POST to the hook route (the gateway takes 4 MiB)
+MEMORY_HOOK_FLUSH_HTTP_TIMEOUT_SECONDS = 15.0  # connect / read of one batch POST
+MEMORY_HOOK_FLUSH_RUN_MAX_SECONDS = 60.0  # a background flusher retries (with backoff) at most this long
+MEMORY_HOOK_FLUSH_BACKOFF_MAX_SECONDS = 60.0  # after failures, new flushers wait at most this long
+MEMORY_HOOK_FLUSH_LOCK_WAIT_SECONDS = 30.0  # `ivoai memory hooks flush` waits this long for a running flusher
+MEMORY_HOOK_VALIDATE_TIMEOUT_SECONDS = 20.0  # asking the real `codex app-server` to list hooks
+MEMORY_HOOK_CONFIG_MAX_BYTES = 4 * MIB  # a host configuration file ivoai edits (settings.json, hooks.json)
+LAUNCH_USER_MCP_MAX = 32  # `--mcp NAME` values per launch
+DOCTOR_SERVER_PROBE_DEADLINE_SECONDS = 5.0  # all enrolled servers are probed in parallel within this
+DOCTOR_SERVER_PROBE_MAX_PARALLEL = 16
+DOCTOR_SERVER_CACHE_SECONDS = 60.0  # a server probe result is reused this long
+DOCTOR_SERVER_RESPONSE_MAX_BYTES = 64 * KIB
