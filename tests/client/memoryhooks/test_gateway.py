@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from ivoai.client.config.secrets import SecretsStore
+from ivoai.client.knowledge.router import start_session_router
 from ivoai.client.memoryhooks import spool
-from ivoai.client.memoryhooks.flusher import _records, flush_now
+from ivoai.client.memoryhooks.flusher import Flusher, _lock_fd, _records, _try_lock, flush_now
 from ivoai.client.memoryhooks.install import lost_events
 from ivoai.client.memoryhooks.locations import spool_dir
+from ivoai.client.memoryhooks.runner import run_hook as run_hook_in_process
 from ivoai.common.paths import XdgPaths
 from tests.client.memoryhooks.support import (
     Gateway,
@@ -291,3 +293,65 @@ def test_a_subdirectory_and_a_linked_worktree_land_in_the_main_repositorys_proje
     flush_now(xdg)
     wait_until(lambda: len(stored_events(gateway)) == 2, what="two events")
     assert {e["_project"] for e in stored_events(gateway)} == {"shop_api"}
+
+
+def _capture_in_process(env: dict[str, str], payload: str) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, payload.encode())
+    os.close(write_end)
+    try:
+        assert run_hook_in_process(["UserPromptSubmit", "--client", "codex"], env=env, stdin_fd=read_end) == 0
+    finally:
+        os.close(read_end)
+
+
+def test_batches_go_through_the_session_router_and_directly_once_it_is_gone(
+    gateway: Gateway, xdg: XdgPaths
+) -> None:
+    router = start_session_router(paths=xdg)
+    env = dict(
+        os.environ,
+        IVOAI_MEMORY_HOOK_SOURCE="mem",
+        IVOAI_MEMORY_HOOK_ROUTER=router.url.rsplit("/", 1)[0],
+        IVOAI_KNOWLEDGE_TOKEN_HOOKS=router.token,
+    )
+    lock = _lock_fd(str(xdg.state))  # hold the flush lock: no background flusher races this test
+    try:
+        assert _try_lock(lock)
+        for i in range(2):
+            _capture_in_process(env, _prompt("s-router", f"routed {i}"))
+        routed = Flusher(xdg, env).run()
+        assert (routed.sent, routed.via_router, routed.via_direct, routed.error) == (2, 2, 0, None)
+        router.close()  # the session ended; its spooled events still carry its destination
+        _capture_in_process(env, _prompt("s-router", "after the session"))
+        direct = Flusher(xdg, env).run()
+        assert (direct.sent, direct.via_router, direct.via_direct) == (1, 0, 1)
+    finally:
+        os.close(lock)
+        router.close()
+    assert sorted(str(e["prompt"]) for e in stored_events(gateway)) == [
+        "after the session",
+        "routed 0",
+        "routed 1",
+    ]
+
+
+def test_the_router_refuses_hook_batches_without_its_capability(gateway: Gateway, xdg: XdgPaths) -> None:
+    import httpx2
+
+    with start_session_router(paths=xdg) as router:
+        base = router.url.rsplit("/", 1)[0]
+        body = {"events": [{"idempotency_key": "k1", "event": "stop", "session_id": "s"}]}
+        refused = httpx2.post(
+            base + "/v1/memory/hook/batch", json=body, headers={"authorization": "Bearer nope"}
+        )
+        unknown = httpx2.post(
+            base + "/v1/memory/hook/batch?knowledge_source=elsewhere",
+            json=body,
+            headers={"authorization": f"Bearer {router.token}"},
+        )
+        accepted = httpx2.post(
+            base + "/v1/memory/hook/batch", json=body, headers={"authorization": f"Bearer {router.token}"}
+        )
+    assert (refused.status_code, unknown.status_code, accepted.status_code) == (401, 404, 200)
+    assert accepted.json()["applied"] == 1
