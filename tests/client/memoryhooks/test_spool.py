@@ -126,3 +126,16 @@ def test_wsl_and_windows_spellings_are_read_as_this_machines_paths(monkeypatch: 
     monkeypatch.setattr(os.path, "isdir", lambda p: p == "/mnt/c")
     assert project.native_path("C:\\src\\shop\\api") == "/mnt/c/src/shop/api"
     assert project.native_path("c:/src/shop") == "/mnt/c/src/shop"
+
+
+def test_an_offset_torn_mid_write_reads_as_zero_so_the_segment_is_resent(xdg: XdgPaths) -> None:
+    spool.append(str(xdg.state), _line(1))
+    fd = spool.open_spool(str(xdg.state))
+    try:
+        spool.set_offset(fd, "seg-x.ndjson", 4096)
+        assert spool.read_offset(fd, "seg-x.ndjson") == 4096
+        off = xdg.state / "memoryhooks" / "spool" / "seg-x.ndjson.off"
+        off.write_bytes(b"00000000000000004096 000000000000000012")  # a write cut short
+        assert spool.read_offset(fd, "seg-x.ndjson") == 0
+    finally:
+        os.close(fd)

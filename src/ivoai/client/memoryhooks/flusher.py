@@ -117,6 +117,19 @@ def configured_destination(paths: XdgPaths) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_TLS: list[Any] = []
+
+
+def _tls_context() -> Any:
+    """The Web PKI context (httpx2's, as enrollment uses), built once per process: loading the CA
+    bundle costs ~0.1 s, which every new client would otherwise pay again."""
+    if not _TLS:
+        import httpx2
+
+        _TLS.append(httpx2.create_ssl_context())
+    return _TLS[0]
+
+
 def _records(data: bytes, offset: int) -> list[tuple[int, dict[str, Any] | None]]:
     """(end offset, record or None for a torn/invalid line) for every line after `offset`."""
     out: list[tuple[int, dict[str, Any] | None]] = []
@@ -247,6 +260,7 @@ class Flusher:
                 timeout=MEMORY_HOOK_FLUSH_HTTP_TIMEOUT_SECONDS,
                 follow_redirects=False,
                 trust_env=not loopback,
+                verify=_tls_context(),
                 headers={"user-agent": "ivoai-memory-hooks/1"},
             )
             self._clients[key] = client
@@ -420,11 +434,15 @@ class Flusher:
                 if data is None:
                     continue
                 offset = spool.read_offset(dir_fd, name)
+                if offset > len(data) or (offset and data[offset - 1 : offset] != b"\n"):
+                    offset = 0  # not a line boundary of this segment: resend it all (idempotent)
                 batch: list[dict[str, Any]] = []
                 batch_dest: str | None = None
                 batch_bytes = 0
                 batch_end = offset
+                line_start = offset
                 for end, record in _records(data, offset):
+                    size, line_start = end - line_start, end  # the line's length bounds its event's JSON
                     if record is None:
                         self.report.corrupt += 1
                         doc["corrupt_lines"] = int(doc.get("corrupt_lines", 0)) + 1
@@ -432,7 +450,6 @@ class Flusher:
                             batch_end = end
                         continue
                     dest = record.get("dest") if isinstance(record.get("dest"), str) else None
-                    size = len(json.dumps(record["event"], ensure_ascii=False))
                     if batch and (
                         dest != batch_dest
                         or len(batch) >= MEMORY_HOOK_BATCH_MAX_EVENTS

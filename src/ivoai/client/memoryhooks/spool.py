@@ -99,10 +99,12 @@ def read_offset(dir_fd: int, name: str) -> int:
     except FileNotFoundError:
         return 0
     try:
-        text = os.read(fd, 32).decode("ascii", "replace").strip()
+        parts = os.read(fd, 64).decode("ascii", "replace").split()
     finally:
         os.close(fd)
-    return int(text) if text.isdigit() else 0
+    if len(parts) == 2 and parts[0] == parts[1] and parts[0].isdigit():
+        return int(parts[0])
+    return 0
 
 
 def _pending_lines(dir_fd: int, name: str) -> int:
@@ -241,8 +243,17 @@ def read_segment(dir_fd: int, name: str) -> bytes | None:
 
 
 def set_offset(dir_fd: int, name: str, offset: int) -> None:
-    """Record that the first `offset` bytes of segment `name` were acknowledged."""
-    write_atomic(dir_fd, name + OFF_SUFFIX, str(offset).encode())
+    """Record that the first `offset` bytes of segment `name` were acknowledged.
+
+    Overwritten in place (fixed width, the value twice; no rename, no fsync): a torn write leaves two
+    different values, which `read_offset` takes as 0, and resending acknowledged events is harmless
+    (idempotency keys); a value that is not a line boundary of the segment is ignored the same way.
+    """
+    fd = os.open(name + OFF_SUFFIX, os.O_WRONLY | os.O_CREAT | _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        os.pwrite(fd, f"{offset:020d} {offset:020d}\n".encode(), 0)
+    finally:
+        os.close(fd)
 
 
 def drop_segment(dir_fd: int, name: str) -> None:
