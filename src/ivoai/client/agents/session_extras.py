@@ -295,4 +295,10 @@ def session_extras(
         if extras.claude_settings:
             path = _write_private_json(runtime_dir(), "settings.json", extras.claude_settings)
             extras.args.append(f"--settings={path}")
+            if any(a == "--settings" or a.startswith("--settings=") for a in args.client_args):
+                # Claude keeps only the last --settings (verified with 2.1.197): the user's wins.
+                note(
+                    "warning: your --settings replaces the per-session settings ivoai passes to Claude; "
+                    "memory hooks are not active in this session"
+                )
     return extras
