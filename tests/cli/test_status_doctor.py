@@ -226,6 +226,7 @@ def test_json_schemas_of_status_and_doctor_are_stable(cli: CliRunner) -> None:
         "providers",
         "schema",
         "secrets",
+        "servers",
         "versions",
     ]
     assert sorted(doctor["paths"][0]) == [

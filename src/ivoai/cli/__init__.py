@@ -1,9 +1,10 @@
 """The `ivoai` command.
 
-`main()` dispatches the agent launch commands (`ivoai codex|claude|opencode`) before importing
-Typer, rich or pydantic: launching the official client must cost little more than starting the
-interpreter. Everything else goes through the Typer application in `_app`, whose sub-commands are
-imported lazily (see `_lazy`).
+`main()` dispatches the agent launch commands (`ivoai codex|claude|opencode`) and the memory hook
+runner (`ivoai memory hook EVENT`) before importing Typer, rich or pydantic: launching the official
+client, or answering a host hook, must cost little more than starting the interpreter. Everything
+else goes through the Typer application in `_app`, whose sub-commands are imported lazily (see
+`_lazy`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ LAUNCH_COMMANDS = frozenset({"codex", "claude", "opencode"})
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:2] == ["memory", "hook"]:  # run by Codex/Claude hooks once per event: as light as a launch
+        from ivoai.client.memoryhooks.runner import main as hook_main
+
+        return hook_main(args[2:], real_process=argv is None)
     if args and args[0] in LAUNCH_COMMANDS:
         from ivoai.cli._launch import launch_main
 

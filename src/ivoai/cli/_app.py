@@ -27,6 +27,7 @@ COMMANDS: Registry = {
     "knowledge": ("ivoai.cli.knowledge:app", "Search enrolled knowledge sources through a router."),
     "session": ("ivoai.cli.session:app", "Launched sessions: list, show, stop."),
     "monitor": ("ivoai.cli.session:monitor_command", "Live sessions and compression results."),
+    "memory": ("ivoai.cli.memory:app", "Memory hooks for Codex and Claude Code (install, status, flush)."),
 }
 
 app = typer.Typer(

@@ -54,11 +54,14 @@ def status_command(json_out: bool = _JSON) -> None:
         raise typer.Exit(1)
 
 
-def doctor_command(json_out: bool = _JSON) -> None:
-    """Check permissions of every ivoai path, versions, config, identity and components (read-only)."""
+def doctor_command(
+    json_out: bool = _JSON,
+    refresh: bool = typer.Option(False, "--refresh", help="Probe servers now (results are cached 1 min)."),
+) -> None:
+    """Check paths, versions, config, identity, components and every enrolled server (read-only)."""
     from ivoai.client.doctor import run_doctor
 
-    report = run_doctor()
+    report = run_doctor(refresh=refresh)
     if json_out:
         print_json(report.to_dict())
     else:
@@ -113,6 +116,7 @@ def _render_doctor(doc: dict[str, Any]) -> None:
             for c in doc["components"]
         ],
     )
+    _render_servers(doc.get("servers", []))
     for r in doc["providers"]:
         if r["status"] != "ok":
             sys.stdout.write(f"provider {r['provider']}: {r['status'].replace('_', ' ')}\n")
@@ -122,3 +126,29 @@ def _render_doctor(doc: dict[str, Any]) -> None:
             sys.stdout.write(f"- {line}\n")
     else:
         sys.stdout.write("\nno problems found\n")
+
+
+def _render_servers(servers: list[dict[str, Any]]) -> None:
+    """Enrolled servers (issue 18): reachability, TLS, protocol, credential, service health."""
+    if not servers:
+        return
+    _section("servers", table=True)
+    print_table(
+        "servers",
+        ["server", "enabled", "reachable", "tls", "protocol", "credential", "context", "memory", "ms"],
+        [
+            [
+                s.get("alias", "-"),
+                "yes" if s.get("enabled") else "no",
+                {True: "yes", False: "no", None: "-"}[s.get("reachable")],
+                str(s.get("tls", "-")).replace("_", " "),
+                _show(s.get("protocol")) + ("" if s.get("protocol_ok") in (True, None) else " (unsupported)"),
+                str(s.get("credential", "-")).replace("_", " "),
+                _show(s.get("context")),
+                _show(s.get("memory")),
+                _show(s.get("latency_ms")) + (" (cached)" if s.get("cached") else ""),
+            ]
+            for s in servers
+            if "alias" in s
+        ],
+    )

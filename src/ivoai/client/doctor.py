@@ -248,6 +248,7 @@ class DoctorReport:
     ownership: dict[str, Any]
     components: ComponentMatrix
     providers: list[ProviderReport]
+    servers: list[dict[str, Any]] = field(default_factory=list)  # enrolled servers (issue 18, serverprobe)
 
     @property
     def problems(self) -> list[str]:
@@ -263,6 +264,7 @@ class DoctorReport:
         if self.identity.get("error"):
             out.append(f"identity: {self.identity['error']}")
         out.extend(f"doctor provider {r.provider}: {r.detail}" for r in self.providers if r.status == "error")
+        out.extend(str(s["problem"]) for s in self.servers if s.get("problem"))
         return [redact(line) for line in out]
 
     @property
@@ -283,13 +285,27 @@ class DoctorReport:
             "ownership": self.ownership,
             "components": self.components.to_list(),
             "providers": [r.to_dict() for r in self.providers],
+            "servers": self.servers,
         }
 
 
+def _servers_summary(paths: XdgPaths, refresh: bool) -> list[dict[str, Any]]:
+    from ivoai.client.connections.serverprobe import probe_servers
+
+    try:
+        return [dict(h.to_dict(), problem=h.problem()) for h in probe_servers(paths, use_cache=not refresh)]
+    except IvoaiError as exc:
+        return [{"error": exc.message, "problem": f"servers: {exc.message}"}]
+
+
 def run_doctor(
-    paths: XdgPaths | None = None, *, cwd: Path | None = None, providers: Iterable[str] | None = None
+    paths: XdgPaths | None = None,
+    *,
+    cwd: Path | None = None,
+    providers: Iterable[str] | None = None,
+    refresh: bool = False,
 ) -> DoctorReport:
-    """Collect every doctor fact (read-only)."""
+    """Collect every doctor fact (read-only; server probes are cached a minute unless `refresh`)."""
     paths = paths or xdg_paths()
     matrix, reports = collect_components(paths, providers)
     return DoctorReport(
@@ -301,6 +317,7 @@ def run_doctor(
         ownership=_ownership_summary(paths),
         components=matrix,
         providers=reports,
+        servers=_servers_summary(paths, refresh),
     )
 
 

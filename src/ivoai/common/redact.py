@@ -14,20 +14,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 REDACTED = "[REDACTED]"
 
 _B64URL = r"A-Za-z0-9_\-"
 
 
-@dataclass(frozen=True)
 class _Rule:
-    name: str
-    pattern: re.Pattern[str]
-    detect: bool = True  # also used by find_secrets / _PATTERNS
-    # Decides whether a match is a secret (default: always); keeps bare-token rules off prose.
-    accept: Callable[[str], bool] | None = None
+    """One credential form. A plain class, not a dataclass: the memory hook runner imports this module
+    in every hook process, and `dataclasses` (with `inspect`) would double its import cost."""
+
+    __slots__ = ("accept", "detect", "name", "pattern")
+
+    def __init__(
+        self,
+        name: str,
+        pattern: re.Pattern[str],
+        detect: bool = True,  # also used by find_secrets / _PATTERNS
+        # Decides whether a match is a secret (default: always); keeps bare-token rules off prose.
+        accept: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.detect = detect
+        self.accept = accept
 
     def replace(self, match: re.Match[str]) -> str:
         if self.accept is not None and not self.accept(match.group(0)):

@@ -1,4 +1,4 @@
-"""Parse `ivoai codex|claude|opencode [--direct] [--knowledge-source S]... [-- ARGS]` by hand.
+"""Parse `ivoai codex|claude|opencode [options] [-- ARGS]` by hand (options: see USAGE).
 
 Import-light on purpose (no argparse, typing, dataclasses or re): this runs before the official
 client starts, and every millisecond here is added to every launch.
@@ -7,12 +7,12 @@ client starts, and every millisecond here is added to every launch.
 from __future__ import annotations
 
 from ivoai.client.agents.errors import LaunchUsageError
-from ivoai.common.limits import LAUNCH_KNOWLEDGE_SOURCES_MAX, LAUNCH_SELECTOR_MAX_CHARS
+from ivoai.common.limits import LAUNCH_KNOWLEDGE_SOURCES_MAX, LAUNCH_SELECTOR_MAX_CHARS, LAUNCH_USER_MCP_MAX
 
 EXECUTOR_NAMES = ("codex", "claude", "opencode")
 
 USAGE = """\
-usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [-- ARGS...]
+usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [--mcp NAME]... [-- ARGS...]
 
 Launch the official client in this terminal with ivoai's process-local knowledge router and the
 configured compression provider (compression.provider: caveman, headroom or direct).
@@ -22,6 +22,10 @@ options:
   --knowledge-source S     route only this knowledge source (alias or ID; repeatable);
                            without it every enabled source is routed
   --no-knowledge           route no knowledge source for this session
+  --mcp NAME               attach only this user MCP server (`ivoai connect mcp add`; repeatable);
+                           without it every enabled one is attached
+  --no-user-mcp            attach no user MCP server
+  --no-memory-hooks        do not add ivoai's memory hooks to this session
   -h, --help               show this help
   --                       everything after it goes to the client unchanged
 
@@ -32,7 +36,17 @@ The client's exit status is ivoai's exit status (128+N when a signal N ended it)
 class LaunchArgs:
     """The parsed launch command line."""
 
-    __slots__ = ("client_args", "direct", "executor", "help", "no_knowledge", "selectors")
+    __slots__ = (
+        "client_args",
+        "direct",
+        "executor",
+        "help",
+        "mcp_names",
+        "no_knowledge",
+        "no_memory_hooks",
+        "no_user_mcp",
+        "selectors",
+    )
 
     def __init__(
         self,
@@ -43,8 +57,14 @@ class LaunchArgs:
         no_knowledge: bool = False,
         client_args: tuple[str, ...] = (),
         help: bool = False,
+        mcp_names: tuple[str, ...] = (),
+        no_user_mcp: bool = False,
+        no_memory_hooks: bool = False,
     ) -> None:
         self.executor = executor
+        self.mcp_names = mcp_names
+        self.no_user_mcp = no_user_mcp
+        self.no_memory_hooks = no_memory_hooks
         self.direct = direct
         self.selectors = selectors
         self.no_knowledge = no_knowledge
@@ -71,6 +91,16 @@ def _check_selector(value: str) -> str:
     return value
 
 
+def _check_mcp_name(value: str) -> str:
+    if not value or value.startswith("-"):
+        raise LaunchUsageError("--mcp needs the name of a user MCP server (see `ivoai connect mcp list`)")
+    if len(value) > LAUNCH_SELECTOR_MAX_CHARS or not value.isprintable():
+        raise LaunchUsageError(
+            f"--mcp value must be printable and at most {LAUNCH_SELECTOR_MAX_CHARS} characters"
+        )
+    return value
+
+
 def parse_launch_args(args: list[str]) -> LaunchArgs:
     """Parse `args` (args[0] is the executor name); the first positional starts the client's arguments.
 
@@ -80,8 +110,9 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
     if not args or args[0] not in EXECUTOR_NAMES:
         raise LaunchUsageError(f"expected one of: {', '.join(EXECUTOR_NAMES)}")
     executor = args[0]
-    direct = no_knowledge = want_help = False
+    direct = no_knowledge = want_help = no_user_mcp = no_memory_hooks = False
     selectors: list[str] = []
+    mcp_names: list[str] = []
     i = 1
     while i < len(args):
         arg = args[i]
@@ -101,6 +132,17 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
             i += 1
         elif arg.startswith("--knowledge-source="):
             selectors.append(_check_selector(arg.partition("=")[2]))
+        elif arg == "--mcp":
+            if i + 1 >= len(args):
+                raise LaunchUsageError("--mcp needs a value")
+            mcp_names.append(_check_mcp_name(args[i + 1]))
+            i += 1
+        elif arg.startswith("--mcp="):
+            mcp_names.append(_check_mcp_name(arg.partition("=")[2]))
+        elif arg == "--no-user-mcp":
+            no_user_mcp = True
+        elif arg == "--no-memory-hooks":
+            no_memory_hooks = True
         elif arg.startswith("-"):
             raise LaunchUsageError(
                 f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "
@@ -113,6 +155,10 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         raise LaunchUsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
     if no_knowledge and selectors:
         raise LaunchUsageError("--no-knowledge and --knowledge-source exclude each other")
+    if len(mcp_names) > LAUNCH_USER_MCP_MAX:
+        raise LaunchUsageError(f"too many --mcp values (limit {LAUNCH_USER_MCP_MAX})")
+    if no_user_mcp and mcp_names:
+        raise LaunchUsageError("--no-user-mcp and --mcp exclude each other")
     return LaunchArgs(
         executor,
         direct=direct,
@@ -120,4 +166,7 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         no_knowledge=no_knowledge,
         client_args=tuple(args[i:]),
         help=want_help,
+        mcp_names=tuple(dict.fromkeys(mcp_names)),
+        no_user_mcp=no_user_mcp,
+        no_memory_hooks=no_memory_hooks,
     )

@@ -36,8 +36,9 @@ PAYG_ENV_VARS = frozenset(
     }
 )
 
-# ivoai's own variables that must not leak into a child (tokens are injected explicitly).
-_IVOAI_PRIVATE_PREFIX = "IVOAI_KNOWLEDGE_TOKEN"
+# ivoai's own variables that must not leak into a child (tokens are injected explicitly): a stale
+# value from a parent ivoai session would point the child at that session's router or tokens.
+_IVOAI_PRIVATE_PREFIX = ("IVOAI_KNOWLEDGE_TOKEN", "IVOAI_MCP_TOKEN_", "IVOAI_MEMORY_HOOK_")
 
 # The minimal environment a probe (`--version`, auth status) may see.
 PROBE_ENV_ALLOWLIST = (

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+    from ivoai.client.agents.session_extras import SessionExtras
     from ivoai.client.compression.caveman import CavemanProxy
     from ivoai.client.compression.decision import CompressionSetting, Decision
 
@@ -265,6 +266,20 @@ def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
     return [f"--mcp-config={path}", "--append-system-prompt", mcp_render.RESEARCH_ORDER_INSTRUCTION], {}
 
 
+def _session_extras(session: _Session) -> SessionExtras:
+    from ivoai.client.agents.session_extras import session_extras
+
+    return session_extras(
+        session.spec,
+        session.args,
+        router=session.router,
+        sources=session.sources,
+        env=session.env,
+        runtime_dir=session.runtime_dir,
+        note=_note,
+    )
+
+
 def _codex_home(env: Mapping[str, str]) -> str:
     value = env.get("CODEX_HOME", "")
     return value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), ".codex")
@@ -304,8 +319,9 @@ def run_launch(
             decision, provider_args, provider_env, wrapper = _decide(session, setting, sup)
             _check_cancelled(sup)
             knowledge_args, knowledge_env = _knowledge_args(session)
-            extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **provider_env}
-            client_args = [*knowledge_args, *provider_args, *args.client_args]
+            extras = _session_extras(session)  # issue 18: user MCP servers + memory hooks, process-local
+            extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **extras.env, **provider_env}
+            client_args = [*knowledge_args, *extras.args, *provider_args, *args.client_args]
             if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH
                 from ivoai.client.compression import headroom
                 from ivoai.client.compression.caveman import free_loopback_port

@@ -84,3 +84,42 @@ def claude_mcp_document(url: str, token: str, *, name: str = SERVER_NAME) -> dic
 def claude_args(mcp_config_path: str, instruction: str = RESEARCH_ORDER_INSTRUCTION) -> list[str]:
     """Flags that load the private MCP file and append the research-order instruction."""
     return ["--mcp-config", mcp_config_path, "--append-system-prompt", instruction]
+
+
+# ---- user-added MCP servers (`ivoai connect mcp add`; issue 18) ----
+
+USER_TOKEN_ENV_PREFIX = "IVOAI_MCP_TOKEN_"
+RESERVED_NAMES = frozenset({SERVER_NAME})
+
+
+def user_token_env(entry_id: str) -> str:
+    """The child-only variable holding a user MCP server's bearer token (`IVOAI_MCP_TOKEN_<ID HEX>`)."""
+    suffix = entry_id.partition("_")[2] or entry_id
+    if not suffix.isalnum():
+        raise ValueError("invalid MCP entry ID")
+    return USER_TOKEN_ENV_PREFIX + suffix.upper()
+
+
+def codex_user_mcp_args(entries: Iterable[tuple[str, str, str | None]]) -> list[str]:
+    """`-c mcp_servers.NAME.url=…` (+ `bearer_token_env_var`) for (name, url, token variable) entries.
+
+    The token itself never appears: Codex reads it from the named variable in its own environment.
+    """
+    args: list[str] = []
+    for name, url, token_env in entries:
+        base = f"mcp_servers.{_check_name(name)}"
+        args += ["-c", f"{base}.url={toml_string(url)}"]
+        if token_env is not None:
+            args += ["-c", f"{base}.bearer_token_env_var={toml_string(token_env)}"]
+    return args
+
+
+def claude_user_mcp_document(entries: Iterable[tuple[str, str, str | None]]) -> dict[str, object]:
+    """A private `--mcp-config` document for (name, url, token) entries (0600, removed with the session)."""
+    servers: dict[str, object] = {}
+    for name, url, token in entries:
+        server: dict[str, object] = {"type": "http", "url": url}
+        if token is not None:
+            server["headers"] = {"Authorization": f"Bearer {token}"}
+        servers[_check_name(name)] = server
+    return {"mcpServers": servers}

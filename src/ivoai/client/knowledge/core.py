@@ -108,6 +108,8 @@ class KnowledgeRouter:
                 self._members[profile.id] = member
         self._tools: dict[Kind, list[mcp_types.Tool]] = {}
         self.upstream_calls = 0
+        self._credentials = dict(credentials)  # memory hook batches (forward_hook_batch)
+        self._hook_clients: dict[str, Any] = {}
 
     # ---- tool listing -------------------------------------------------------------------------
 
@@ -405,17 +407,114 @@ class KnowledgeRouter:
         for member in self._members.values():
             for conn in member.connections.values():
                 await conn.aclose()
+        for client in self._hook_clients.values():
+            await client.aclose()
+        self._hook_clients.clear()
+
+    # ---- memory hook batches (issue 18) -----------------------------------------------------------
+
+    async def forward_hook_batch(self, body: bytes, requested: str | None) -> tuple[int, bytes]:
+        """Send a memory hook batch to the primary of the session's memory destination.
+
+        The destination is the memory source named by `requested` (any of its names), else the only
+        memory source. Like every write it goes to the primary alone and is never retried here: the
+        events carry idempotency keys and the caller (the hook flusher) resends safely. Returns the
+        upstream's (status, body), or the router's own JSON error (404 unknown source, 409 ambiguous,
+        503 circuit open, 502 not delivered).
+        """
+        from ivoai.common.jsonio import dumps
+
+        def fail(status: int, code: str, message: str) -> tuple[int, bytes]:
+            return status, dumps({"error": code, "message": message}).encode()
+
+        candidates = self._candidates("memory")
+        if requested is not None:
+            chosen = [s for s in candidates if requested in s.names()]
+            if not chosen:
+                return fail(404, "unknown_source", f"{requested!r} is not a memory source of this session")
+        elif len(candidates) == 1:
+            chosen = candidates
+        else:
+            return fail(409, "ambiguous_destination", f"{len(candidates)} memory sources; name one")
+        primary = chosen[0].primary
+        member = self._members[primary.id]
+        if not member.breaker.allow():
+            return fail(503, "breaker_open", f"{primary.alias} is unavailable (circuit open)")
+        path = primary.endpoints.get("memory_hooks") or "/v1/memory"
+        url = primary.origin + (path if path.startswith("/") else "/v1/memory").rstrip("/") + "/hook/batch"
+        client = self._hook_clients.get(primary.id)
+        if client is None:
+            import httpx2
+
+            from ivoai.client.knowledge.upstream import make_transport
+
+            client = httpx2.AsyncClient(
+                transport=make_transport(url, self._credentials.get(primary.id), lean=True),
+                timeout=self.config.source_deadline_seconds,
+                follow_redirects=False,
+            )
+            self._hook_clients[primary.id] = client
+        try:
+            response = await client.post(url, content=body, headers={"content-type": "application/json"})
+        except Exception as exc:  # noqa: BLE001 - any transport failure: not delivered, the caller keeps it
+            member.breaker.record_failure()
+            return fail(502, "upstream_unavailable", f"{primary.alias}: {type(exc).__name__}")
+        member.breaker.record_success()
+        return response.status_code, response.content
 
 
 # ---- HTTP surface -------------------------------------------------------------------------------
 
 
-class _TokenGate:
-    """ASGI middleware: each HTTP request needs `Authorization: Bearer <capability>` (constant-time)."""
+HOOK_BATCH_ROUTE = "/v1/memory/hook/batch"  # the gateway's own path, so the flusher speaks one API
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+
+class _TokenGate:
+    """ASGI middleware: each HTTP request needs `Authorization: Bearer <capability>` (constant-time).
+
+    It also serves `POST /v1/memory/hook/batch?knowledge_source=S` (memory hook batches from this
+    session's hook flusher, forwarded with the upstream credential the router holds).
+    """
+
+    def __init__(self, app: ASGIApp, token: str, router: KnowledgeRouter | None = None) -> None:
         self.app = app
         self._expected = f"Bearer {token}"
+        self.router = router
+
+    async def _hook_batch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from urllib.parse import parse_qs
+
+        assert self.router is not None
+        limit = self.router.config.max_request_bytes
+        body = bytearray()
+        status, answer = 200, b""
+        if scope.get("method") != "POST":
+            status, answer = 405, b'{"error":"method_not_allowed"}'
+        else:
+            more = True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = bool(message.get("more_body"))
+                if len(body) > limit:
+                    status, answer = 413, b'{"error":"too_large"}'
+                    break
+        if status == 200:
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            requested = (query.get(SOURCE_ARG) or [None])[0]
+            status, answer = await self.router.forward_hook_batch(bytes(body), requested)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(answer)).encode()),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": answer})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -424,7 +523,11 @@ class _TokenGate:
                 if key == b"authorization":
                     presented = value.decode("latin-1")
                     break
-            if not constant_time_equal(presented, self._expected):
+            authorized = constant_time_equal(presented, self._expected)
+            if authorized and scope.get("path") == HOOK_BATCH_ROUTE and self.router is not None:
+                await self._hook_batch(scope, receive, send)
+                return
+            if not authorized:
                 body = (
                     b'{"error":"unauthorized","error_description":"missing or wrong router capability token"}'
                 )
@@ -479,4 +582,4 @@ def build_asgi_app(router: KnowledgeRouter, token: str) -> ASGIApp:
         max_request_body_size=router.config.max_request_bytes,
         host=ROUTER_HOST,
     )
-    return _TokenGate(app, token)
+    return _TokenGate(app, token, router)
