@@ -27,6 +27,8 @@ COMMANDS: Registry = {
     "knowledge": ("ivoai.cli.knowledge:app", "Search enrolled knowledge sources through a router."),
     "session": ("ivoai.cli.session:app", "Launched sessions: list, show, stop."),
     "monitor": ("ivoai.cli.session:monitor_command", "Live sessions and compression results."),
+    # issue 20: skill control plane
+    "skills": ("ivoai.cli.skills:app", "Skills: registry, policy, non-executing staging, attachment."),
 }
 
 app = typer.Typer(

@@ -7,12 +7,18 @@ client starts, and every millisecond here is added to every launch.
 from __future__ import annotations
 
 from ivoai.client.agents.errors import LaunchUsageError
-from ivoai.common.limits import LAUNCH_KNOWLEDGE_SOURCES_MAX, LAUNCH_SELECTOR_MAX_CHARS
+from ivoai.common.limits import (
+    LAUNCH_KNOWLEDGE_SOURCES_MAX,
+    LAUNCH_SELECTOR_MAX_CHARS,
+    SKILL_NAME_MAX_CHARS,
+    SKILLS_PER_SESSION_MAX,
+)
 
 EXECUTOR_NAMES = ("codex", "claude", "opencode")
 
 USAGE = """\
-usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [-- ARGS...]
+usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [--skill NAME]...
+                                    [-- ARGS...]
 
 Launch the official client in this terminal with ivoai's process-local knowledge router and the
 configured compression provider (compression.provider: caveman, headroom or direct).
@@ -22,6 +28,8 @@ options:
   --knowledge-source S     route only this knowledge source (alias or ID; repeatable);
                            without it every enabled source is routed
   --no-knowledge           route no knowledge source for this session
+  --skill NAME             attach this skill (and its dependencies) for this session only
+                           (repeatable; claude and codex; see `ivoai skills list`)
   -h, --help               show this help
   --                       everything after it goes to the client unchanged
 
@@ -32,7 +40,7 @@ The client's exit status is ivoai's exit status (128+N when a signal N ended it)
 class LaunchArgs:
     """The parsed launch command line."""
 
-    __slots__ = ("client_args", "direct", "executor", "help", "no_knowledge", "selectors")
+    __slots__ = ("client_args", "direct", "executor", "help", "no_knowledge", "selectors", "skills")
 
     def __init__(
         self,
@@ -43,6 +51,7 @@ class LaunchArgs:
         no_knowledge: bool = False,
         client_args: tuple[str, ...] = (),
         help: bool = False,
+        skills: tuple[str, ...] = (),
     ) -> None:
         self.executor = executor
         self.direct = direct
@@ -50,6 +59,7 @@ class LaunchArgs:
         self.no_knowledge = no_knowledge
         self.client_args = client_args
         self.help = help
+        self.skills = skills  # issue 20: `--skill NAME`, resolved and attached by ivoai.client.skills.attach
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LaunchArgs):
@@ -71,6 +81,16 @@ def _check_selector(value: str) -> str:
     return value
 
 
+def _check_skill(value: str) -> str:
+    """A skill name's shape only (lowercase letters, digits, hyphens); the registry decides the rest."""
+    allowed = all(c.isascii() and (c.isdigit() or c.islower() or c == "-") for c in value)
+    if not value or len(value) > SKILL_NAME_MAX_CHARS or not allowed:
+        raise LaunchUsageError(
+            f"--skill needs a skill name (lowercase letters, digits, hyphens; at most {SKILL_NAME_MAX_CHARS})"
+        )
+    return value
+
+
 def parse_launch_args(args: list[str]) -> LaunchArgs:
     """Parse `args` (args[0] is the executor name); the first positional starts the client's arguments.
 
@@ -82,6 +102,7 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
     executor = args[0]
     direct = no_knowledge = want_help = False
     selectors: list[str] = []
+    skills: list[str] = []
     i = 1
     while i < len(args):
         arg = args[i]
@@ -101,6 +122,13 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
             i += 1
         elif arg.startswith("--knowledge-source="):
             selectors.append(_check_selector(arg.partition("=")[2]))
+        elif arg == "--skill":
+            if i + 1 >= len(args):
+                raise LaunchUsageError("--skill needs a skill name")
+            skills.append(_check_skill(args[i + 1]))
+            i += 1
+        elif arg.startswith("--skill="):
+            skills.append(_check_skill(arg.partition("=")[2]))
         elif arg.startswith("-"):
             raise LaunchUsageError(
                 f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "
@@ -111,6 +139,8 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         i += 1
     if len(selectors) > LAUNCH_KNOWLEDGE_SOURCES_MAX:
         raise LaunchUsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
+    if len(skills) > SKILLS_PER_SESSION_MAX:
+        raise LaunchUsageError(f"too many --skill values (limit {SKILLS_PER_SESSION_MAX})")
     if no_knowledge and selectors:
         raise LaunchUsageError("--no-knowledge and --knowledge-source exclude each other")
     return LaunchArgs(
@@ -120,4 +150,5 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         no_knowledge=no_knowledge,
         client_args=tuple(args[i:]),
         help=want_help,
+        skills=tuple(dict.fromkeys(skills)),
     )

@@ -200,7 +200,10 @@ def evaluate(
 
     reasons: list[str] = []
     declared = Risk[meta.risk] if meta.risk else None
-    if user.risk is not None:
+    if user.builtin and declared is not None:
+        base = declared
+        reasons.append(f"built in: risk {base.label} set by ivoai")
+    elif user.risk is not None:
         base = user.risk
         reasons.append(f"risk {base.label} set by you")
     elif declared is not None:
