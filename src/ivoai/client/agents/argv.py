@@ -84,7 +84,8 @@ def _check_selector(value: str) -> str:
 def _check_skill(value: str) -> str:
     """A skill name's shape only (lowercase letters, digits, hyphens); the registry decides the rest."""
     allowed = all(c.isascii() and (c.isdigit() or c.islower() or c == "-") for c in value)
-    if not value or len(value) > SKILL_NAME_MAX_CHARS or not allowed:
+    hyphens_inside = not (value.startswith("-") or value.endswith("-") or "--" in value)
+    if not value or len(value) > SKILL_NAME_MAX_CHARS or not allowed or not hyphens_inside:
         raise LaunchUsageError(
             f"--skill needs a skill name (lowercase letters, digits, hyphens; at most {SKILL_NAME_MAX_CHARS})"
         )

@@ -203,7 +203,10 @@ class SkillService:
             }
         record = self._record(registry, name)
         versions = []
-        for version in reversed(record.versions):
+        order = [Lifecycle.ACTIVE, Lifecycle.PREVIOUS, Lifecycle.STAGED, Lifecycle.QUARANTINED]
+        newest_first = list(reversed(record.versions))
+        # sorted() is stable: within one state the newest record comes first
+        for version in sorted(newest_first, key=lambda v: order.index(v.state)):
             item = version.to_json()
             if version.meta is not None:
                 item["policy"] = self._policy(record, version).to_json()

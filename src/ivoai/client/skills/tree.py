@@ -192,8 +192,11 @@ def _copy_dir(fd: int, rel: str, depth: int, writer: TreeWriter) -> None:
     if depth >= SKILL_TREE_MAX_DEPTH:
         raise StagingRefused(f"{rel} is deeper than {SKILL_TREE_MAX_DEPTH} levels")
     with os.scandir(fd) as it:
-        names = sorted(e.name for e in it)
-    for name in names:
+        entries = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
+    if writer.files + sum(1 for _, is_dir in entries if not is_dir) > SKILL_TREE_MAX_FILES:
+        # refused before any of them is read
+        raise StagingRefused(f"the source has more than {SKILL_TREE_MAX_FILES} files")
+    for name, _ in entries:
         child = f"{rel}/{name}" if rel else name
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
