@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from ivoai.client.skills.tree import TreeFacts, TreeWriter, copy_local, tree_fac
 from ivoai.common.errors import NotFoundError, UsageError
 from ivoai.common.fsio import describe_mode
 from ivoai.common.paths import XdgPaths
+from ivoai.core.health import Health, HealthState
+from ivoai.core.skills import SkillRef
 
 APPROVALS_KEPT = 8  # approved digests remembered per skill
 
@@ -687,6 +690,29 @@ class SkillService:
             "problems": problems,
             "warnings": warnings,
         }
+
+
+class InstalledSkills:
+    """`ivoai.core.skills.SkillRegistry` over the registry: active, enabled skills (built-in ones too)."""
+
+    def __init__(self, service: SkillService | None = None) -> None:
+        self.service = service or SkillService()
+
+    def probe(self) -> Health:
+        report = self.service.doctor()
+        if not report["ok"]:
+            return Health(HealthState.UNHEALTHY, "; ".join(report["problems"]))
+        if report["warnings"]:
+            return Health(HealthState.DEGRADED, f"{len(report['warnings'])} warning(s): ivoai skills doctor")
+        return Health(HealthState.HEALTHY, f"{len(report['skills'])} active skill(s)")
+
+    def skills(self) -> Sequence[SkillRef]:
+        return [
+            SkillRef(c.name, c.meta.description, c.meta.version, c.digest) for c in self.service.candidates()
+        ]
+
+    def get(self, name: str) -> SkillRef | None:
+        return next((s for s in self.skills() if s.name == name), None)
 
 
 def _loose_modes(path: Path) -> str | None:
