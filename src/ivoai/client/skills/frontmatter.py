@@ -27,6 +27,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ivoai.client.skills._beneath import open_no_symlinks
 from ivoai.client.skills.model import EXECUTORS, Risk, SkillError, SkillMeta
@@ -79,8 +80,7 @@ _FAST_LINE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Line:
+class _Line(NamedTuple):
     number: int  # 1-based line number in SKILL.md
     indent: int
     text: str  # without the indentation
@@ -214,14 +214,13 @@ def split_front_matter(text: str) -> str:
 
 
 def _lines(text: str) -> list[_Line]:
+    bad = _FORBIDDEN_CHARS.search(text.replace("\r\n", "\n"))
+    if bad:
+        number = text.count("\n", 0, bad.start()) + 2  # line 1 is the opening `---`
+        raise FrontMatterError(f"line {number}: control or line-separator character U+{ord(bad.group()):04X}")
     out: list[_Line] = []
-    for number, raw in enumerate(text.split("\n"), start=2):  # line 1 is the opening `---`
+    for number, raw in enumerate(text.split("\n"), start=2):
         line = raw[:-1] if raw.endswith("\r") else raw
-        bad = _FORBIDDEN_CHARS.search(line)
-        if bad:
-            raise FrontMatterError(
-                f"line {number}: control or line-separator character U+{ord(bad.group()):04X}"
-            )
         body = line.lstrip(" ")
         if body.startswith("\t"):
             raise FrontMatterError(f"line {number}: tab in indentation")

@@ -11,8 +11,8 @@ def cycles(nodes: Iterable[str], deps: Callable[[str], Iterable[str]]) -> list[l
     `deps(node)` gives a node's required dependencies; edges to names outside `nodes` are ignored.
     Each cycle is returned sorted; the list is sorted by its first member.
     """
-    members = sorted(set(nodes))
-    inside = set(members)
+    inside = set(nodes)
+    members = sorted(n for n in inside if any(d in inside for d in deps(n)))  # a cycle member has an edge
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

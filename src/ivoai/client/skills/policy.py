@@ -21,7 +21,7 @@ rules are fixed here; nothing written in a skill can change them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ivoai.client.skills.model import BUILTIN_PREFIX, Decision, Risk, SkillMeta, UserPolicy
 
@@ -127,8 +127,7 @@ HIGH_KEYS: dict[str, str] = {
 ORCHESTRATOR_ROLES = frozenset({"primary", "orchestrator", "planner", "scheduler", "supervisor"})
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyResult:
+class PolicyResult(NamedTuple):
     """The decision, the effective risk (None when denied before it mattered) and every reason."""
 
     decision: Decision

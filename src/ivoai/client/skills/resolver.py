@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ivoai.client.skills import graph
 from ivoai.client.skills.model import Risk, SkillMeta
@@ -29,9 +30,8 @@ from ivoai.client.skills.policy import PolicyResult
 from ivoai.common.limits import SKILLS_PER_SESSION_MAX
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One active, enabled skill as the resolver sees it."""
+class Candidate(NamedTuple):
+    """One active, enabled skill as the resolver sees it (a NamedTuple: catalogs build 1,000s of them)."""
 
     meta: SkillMeta
     digest: str
@@ -44,8 +44,7 @@ class Candidate:
         return self.meta.name
 
 
-@dataclass(frozen=True, slots=True)
-class Exclusion:
+class Exclusion(NamedTuple):
     """A skill that was considered and left out: a stable `code` and a one-line reason."""
 
     name: str
@@ -98,27 +97,37 @@ class Catalog:
 
     skills: dict[str, Candidate]
     by_role: dict[str, list[str]] = field(default_factory=dict)
+    # Request-independent facts, computed once per catalog (a plan resolves many requests against it).
+    unusable: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (code, reason)
+    capabilities: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, candidates: Iterable[Candidate]) -> Catalog:
         skills = {c.name: c for c in sorted(candidates, key=lambda c: c.name)}
         by_role: dict[str, list[str]] = {}
+        unusable: dict[str, tuple[str, str]] = {}
+        capabilities: dict[str, frozenset[str]] = {}
         for name, cand in skills.items():
             for role in cand.meta.roles:
                 by_role.setdefault(role.lower(), []).append(name)
-        return cls(skills, by_role)
+            policy = cand.policy
+            if not policy.usable:
+                code = "needs_approval" if policy.risk is Risk.HIGH else "denied"
+                unusable[name] = (code, f"policy {policy.decision.value}: {policy.reasons[-1]}")
+            capabilities[name] = frozenset(cand.meta.capabilities)
+        return cls(skills, by_role, unusable, capabilities)
 
 
 class _Run:
     """State of one resolution."""
 
-    def __init__(
-        self, catalog: Mapping[str, Candidate], request: Request, roots: list[str], explicit: bool
-    ) -> None:
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog, request: Request, roots: list[str], explicit: bool) -> None:
+        self.index = catalog
+        self.catalog: Mapping[str, Candidate] = catalog.skills
         self.request = request
         self.roots = roots
-        self.explicit = set(roots) if explicit else set()
+        self.root_set = set(roots)
+        self.explicit = self.root_set if explicit else set()
         self.out: dict[str, Exclusion] = {}
         self.closure: dict[str, Candidate] = {}
         self.optional_of: dict[str, set[str]] = {}
@@ -138,7 +147,7 @@ class _Run:
                 continue
             cand = self.catalog.get(name)
             if cand is None:
-                if name in self.roots:
+                if name in self.root_set:
                     self.exclude(name, "not_installed", "no active, enabled skill has this name")
                 continue
             self.closure[name] = cand
@@ -150,25 +159,25 @@ class _Run:
 
     def check_each(self) -> None:
         req = self.request
+        unusable = self.index.unusable
+        capabilities = self.index.capabilities
+        have = req.capabilities
         for name in sorted(self.closure):
             cand = self.closure[name]
             meta = cand.meta
-            if not cand.policy.usable:
-                code = "needs_approval" if cand.policy.risk is Risk.HIGH else "denied"
-                self.exclude(name, code, f"policy {cand.policy.decision.value}: {cand.policy.reasons[-1]}")
+            risk = cand.policy.risk
+            if name in unusable:
+                self.exclude(name, *unusable[name])
             elif req.executor and meta.executors and req.executor not in meta.executors:
                 self.exclude(name, "executor", f"supports {', '.join(meta.executors)}, not {req.executor}")
-            elif req.capabilities is not None and (
-                missing := sorted(set(meta.capabilities) - req.capabilities)
-            ):
-                self.exclude(name, "capability", f"needs capability {', '.join(missing)} this session lacks")
-            elif cand.policy.risk is not None and cand.policy.risk > req.risk_ceiling:
+            elif have is not None and not capabilities[name] <= have:
+                missing = ", ".join(sorted(capabilities[name] - have))
+                self.exclude(name, "capability", f"needs capability {missing} this session lacks")
+            elif risk is not None and risk > req.risk_ceiling:
                 self.exclude(
-                    name,
-                    "risk_ceiling",
-                    f"risk {cand.policy.risk.label} is above the ceiling {req.risk_ceiling.label}",
+                    name, "risk_ceiling", f"risk {risk.name} is above the ceiling {req.risk_ceiling.name}"
                 )
-            elif name in self.explicit or name not in self.roots:
+            elif name in self.explicit or name not in self.root_set:
                 continue
             elif req.phase and meta.phases and req.phase.lower() not in {p.lower() for p in meta.phases}:
                 self.exclude(name, "phase", f"declares phases {', '.join(meta.phases)}, not {req.phase}")
@@ -215,22 +224,13 @@ class _Run:
         return True
 
     def conflicts(self) -> bool:
+        """Each declared conflict between two live skills, settled in a fixed order (declarer first)."""
         changed = False
         for name in sorted(self.closure):
-            if not self.alive(name):
-                continue
             for other in sorted(self.closure[name].meta.conflicts):
-                if self.alive(other) and self.alive(name):
+                if self.alive(name) and self.alive(other):
                     changed = (
                         self._settle([name, other], "conflict", f"`{name}` and `{other}` conflict") or changed
-                    )
-        for name in sorted(self.closure):
-            if not self.alive(name):
-                continue
-            for other in sorted(self.closure):
-                if other != name and self.alive(other) and name in self.closure[other].meta.conflicts:
-                    changed = (
-                        self._settle([other, name], "conflict", f"`{other}` and `{name}` conflict") or changed
                     )
         return changed
 
@@ -323,7 +323,7 @@ def resolve(catalog: Catalog, request: Request) -> Resolution:
         explicit = False
     else:
         return Resolution((), ())
-    run = _Run(catalog.skills, request, roots, explicit)
+    run = _Run(catalog, request, roots, explicit)
     run.gather()
     run.check_each()
     run.cycles()
