@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ivoai.client.skills.index import index_directory
+from ivoai.client.skills.index import IndexEntry, index_directory
 from ivoai.client.skills.model import AUTO_ROLES, TIERS, UserPolicy
 from ivoai.client.skills.policy import evaluate
 from ivoai.client.skills.resolver import Candidate, Catalog, resolve
@@ -135,10 +135,10 @@ def _plan() -> list[tuple[str, str, str, list[str]]]:
     return tasks
 
 
-def plan_once(entries: list[object], tasks: list[tuple[str, str, str, list[str]]]) -> int:
+def plan_once(entries: list[IndexEntry], tasks: list[tuple[str, str, str, list[str]]]) -> int:
     candidates = []
     for entry in entries:
-        meta = entry.meta  # type: ignore[attr-defined]
+        meta = entry.meta
         digest = f"sha256:{meta.name}"
         candidates.append(
             Candidate(meta, digest, f"/objects/{meta.name}", evaluate(meta, digest=digest, user=UserPolicy()))
@@ -150,15 +150,15 @@ def plan_once(entries: list[object], tasks: list[tuple[str, str, str, list[str]]
     return selected
 
 
-def role_pass(entries: list[object], tasks: list[tuple[str, str, str, list[str]]]) -> int:
+def role_pass(entries: list[IndexEntry], tasks: list[tuple[str, str, str, list[str]]]) -> int:
     found = 0
     for role, _, _, _ in tasks:
-        found += sum(1 for e in entries if role in e.meta.roles)  # type: ignore[attr-defined]
+        found += sum(1 for e in entries if role in e.meta.roles)
     return found
 
 
 def bench_plan(root: Path, runs: int) -> dict[str, object]:
-    entries: list[object] = list(index_directory(root, max_skills=100_000).entries)
+    entries = list(index_directory(root, max_skills=100_000).entries)
     tasks = _plan()
     selected = plan_once(entries, tasks)
     plan_times = []
