@@ -155,6 +155,9 @@ def _norm(key: str) -> str:
     return key.lower().replace("_", "-").removeprefix("metadata.")
 
 
+_RISK_BY_NAME = {r.name: r for r in Risk}
+
+
 def _tool_base(tool: str) -> str:
     return tool.split("(", 1)[0].strip().lower()
 
@@ -187,27 +190,29 @@ def evaluate(
             continue
         elif tool_name not in _TOOL_CAPABILITY:
             denials.append(f"pre-approves the unknown tool `{tool}` (unknown claims are denied)")
-    for key in meta.other_keys:
-        why = FORBIDDEN_KEYS.get(_norm(key))
+    keys = [(key, _norm(key)) for key in meta.other_keys] if meta.other_keys else []
+    for key, norm in keys:
+        why = FORBIDDEN_KEYS.get(norm)
         if why is not None:
             denials.append(f"declares `{key}`: {why} are never allowed")
-    for role in (*meta.roles, *((meta.exclusive_role,) if meta.exclusive_role else ())):
-        if role.lower() in ORCHESTRATOR_ROLES:
-            denials.append(f"claims the role `{role}`: orchestrator authority is never allowed")
+    if meta.roles or meta.exclusive_role:
+        for role in (*meta.roles, *((meta.exclusive_role,) if meta.exclusive_role else ())):
+            if role.lower() in ORCHESTRATOR_ROLES:
+                denials.append(f"claims the role `{role}`: orchestrator authority is never allowed")
     if denials:
         return PolicyResult(Decision.DENY, None, tuple(denials))
 
     reasons: list[str] = []
-    declared = Risk[meta.risk] if meta.risk else None
+    declared = _RISK_BY_NAME.get(meta.risk) if meta.risk else None
     if user.builtin and declared is not None:
         base = declared
-        reasons.append(f"built in: risk {base.label} set by ivoai")
+        reasons.append(f"built in: risk {base.name} set by ivoai")
     elif user.risk is not None:
         base = user.risk
-        reasons.append(f"risk {base.label} set by you")
+        reasons.append(f"risk {base.name} set by you")
     elif declared is not None:
         base = declared
-        reasons.append(f"declares risk {base.label}")
+        reasons.append(f"declares risk {base.name}")
     else:
         base = Risk.LOW
         reasons.append("declares no risk (LOW unless a floor applies)")
@@ -215,19 +220,19 @@ def evaluate(
     for cap in meta.capabilities:
         floor = CAPABILITY_FLOORS[cap]
         if floor > risk:
-            reasons.append(f"capability `{cap}` raises the risk to {floor.label}")
+            reasons.append(f"capability `{cap}` raises the risk to {floor.name}")
             risk = floor
     for tool in meta.allowed_tools:
         capability = _TOOL_CAPABILITY.get(_tool_base(tool), "mcp")
         floor = CAPABILITY_FLOORS[capability]
         if floor > risk:
-            reasons.append(f"pre-approving `{tool}` raises the risk to {floor.label}")
+            reasons.append(f"pre-approving `{tool}` raises the risk to {floor.name}")
             risk = floor
     if scripts and risk < Risk.MODERATE:
         reasons.append(f"bundles {len(scripts)} script file(s) (e.g. {scripts[0]}): MODERATE")
         risk = Risk.MODERATE
-    for key in meta.other_keys:
-        why = HIGH_KEYS.get(_norm(key))
+    for key, norm in keys:
+        why = HIGH_KEYS.get(norm)
         if why is not None and risk < Risk.HIGH:
             reasons.append(f"`{key}` {why}: HIGH")
             risk = Risk.HIGH

@@ -131,6 +131,7 @@ class _Run:
         self.out: dict[str, Exclusion] = {}
         self.closure: dict[str, Candidate] = {}
         self.optional_of: dict[str, set[str]] = {}
+        self.order: list[str] = []  # the closure, sorted (set by check_each)
 
     def exclude(self, name: str, code: str, reason: str) -> None:
         if name not in self.out:
@@ -158,11 +159,12 @@ class _Run:
                 self.optional_of.setdefault(dep, set()).add(name)
 
     def check_each(self) -> None:
+        self.order = sorted(self.closure)  # closure is complete now; every later pass walks this order
         req = self.request
         unusable = self.index.unusable
         capabilities = self.index.capabilities
         have = req.capabilities
-        for name in sorted(self.closure):
+        for name in self.order:
             cand = self.closure[name]
             meta = cand.meta
             risk = cand.policy.risk
@@ -184,7 +186,8 @@ class _Run:
 
     def cycles(self) -> None:
         closure = self.closure
-        for ring in graph.cycles(closure, lambda n: closure[n].meta.dependencies):
+        with_deps = [n for n in self.order if closure[n].meta.dependencies]  # only they can be in a cycle
+        for ring in graph.cycles(with_deps, lambda n: closure[n].meta.dependencies):
             for member in ring:
                 self.exclude(member, "cycle", f"dependency cycle {graph.describe_cycle(ring)}")
 
@@ -193,7 +196,7 @@ class _Run:
         again = True
         while again:
             again = False
-            for name in sorted(self.closure):
+            for name in self.order:
                 if name in self.out:
                     continue
                 for dep in self.closure[name].meta.dependencies:
@@ -226,8 +229,11 @@ class _Run:
     def conflicts(self) -> bool:
         """Each declared conflict between two live skills, settled in a fixed order (declarer first)."""
         changed = False
-        for name in sorted(self.closure):
-            for other in sorted(self.closure[name].meta.conflicts):
+        for name in self.order:
+            declared = self.closure[name].meta.conflicts
+            if not declared:
+                continue
+            for other in sorted(declared):
                 if self.alive(name) and self.alive(other):
                     changed = (
                         self._settle([name, other], "conflict", f"`{name}` and `{other}` conflict") or changed
@@ -236,7 +242,7 @@ class _Run:
 
     def exclusive_roles(self) -> bool:
         claims: dict[str, list[str]] = {}
-        for name in sorted(self.closure):
+        for name in self.order:
             role = self.closure[name].meta.exclusive_role
             if role and self.alive(name):
                 claims.setdefault(role.lower(), []).append(name)
@@ -264,7 +270,7 @@ class _Run:
                 )
                 continue
             chosen |= group
-        for name in sorted(self.closure):
+        for name in self.order:
             if name in chosen or name in self.out:
                 continue
             if name in self.optional_of and not (self.optional_of[name] & chosen):
