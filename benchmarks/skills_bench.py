@@ -1,7 +1,9 @@
 """Skill control plane figures (issue 20), each against a reference measured in the same run.
 
 Prints one JSON line per figure:
-  - skills_index_1000_vs_read_4k: `index_directory` over 1,000 skill directories (front matter only:
+  - skills_index_1000_vs_read_4k (mixed shapes, below) and skills_index_1000_simple_vs_read_4k
+    (every front matter plain `key: value` lines, the usual Agent Skills shape):
+    `index_directory` over 1,000 skill directories (front matter only:
     openat2 without links, bounded read, strict parse, validation) against reading the first 4 KiB
     of the same 1,000 SKILL.md files, once with `open(path, "rb").read(4096)` (what Python code
     would write) and once with raw `os.open`/`os.read`. ratio = reference time / index time; the
@@ -40,7 +42,7 @@ from ivoai.client.skills.select import worker_request
 BODY = ("Follow these steps carefully when the task matches.\n" * 160)[:8192]
 
 
-def _front_matter(i: int, rng: random.Random) -> str:
+def _front_matter(i: int, rng: random.Random, simple: bool = False) -> str:
     roles = rng.sample(AUTO_ROLES, rng.choice([1, 1, 2]))
     caps = rng.choice([["read"], ["read", "search"], ["read", "mcp"], ["write"], ["network"], []])
     lines = {
@@ -61,7 +63,7 @@ def _front_matter(i: int, rng: random.Random) -> str:
         lines["exclusive-role"] = "formatter"
     if i % 37 == 0:
         lines["capabilities"] = "[shell]"  # denied
-    if i % 5 == 4:  # the general parser's shapes
+    if i % 5 == 4 and not simple:  # the general parser's shapes
         desc = lines.pop("description")
         risk = lines.pop("risk")
         text = "\n".join(f"{k}: {v}" for k, v in lines.items())
@@ -72,14 +74,14 @@ def _front_matter(i: int, rng: random.Random) -> str:
     return "\n".join(f"{k}: {v}" for k, v in lines.items()) + "\n"
 
 
-def build_tree(root: Path, count: int) -> list[str]:
+def build_tree(root: Path, count: int, *, simple: bool = False) -> list[str]:
     rng = random.Random(20)
     paths = []
     for i in range(count):
         directory = root / f"skill-{i:04d}"
         directory.mkdir()
         path = directory / "SKILL.md"
-        path.write_text(f"---\n{_front_matter(i, rng)}---\n{BODY}")
+        path.write_text(f"---\n{_front_matter(i, rng, simple)}---\n{BODY}")
         paths.append(str(path))
     return paths
 
@@ -103,7 +105,7 @@ def _timed(func: object, *args: object) -> float:
     return time.perf_counter() - start
 
 
-def bench_index(root: Path, paths: list[str], runs: int) -> dict[str, object]:
+def bench_index(root: Path, paths: list[str], runs: int, figure: str) -> dict[str, object]:
     result = index_directory(root, max_skills=len(paths) + 1)
     assert len(result.entries) == len(paths), result.quarantined[:3]
     times: dict[str, list[float]] = {"index": [], "open_read": [], "os_read": []}
@@ -113,7 +115,7 @@ def bench_index(root: Path, paths: list[str], runs: int) -> dict[str, object]:
         times["os_read"].append(_timed(read_os, paths))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "figure": "skills_index_1000_vs_read_4k",
+        "figure": figure,
         "skills": len(paths),
         "index_ms": round(med["index"] * 1000, 2),
         "open_read_4k_ms": round(med["open_read"] * 1000, 2),
@@ -191,9 +193,17 @@ def main() -> None:
         root = Path(tmp) / "skills"
         root.mkdir()
         paths = build_tree(root, args.skills)
-        for figure in (bench_index(root, paths, args.runs), bench_plan(root, max(args.runs, 30))):
-            sys.stdout.write(json.dumps(figure) + "\n")
-            sys.stdout.flush()
+        simple_root = Path(tmp) / "simple"
+        simple_root.mkdir()
+        simple_paths = build_tree(simple_root, args.skills, simple=True)
+        _emit(bench_index(root, paths, args.runs, "skills_index_1000_vs_read_4k"))
+        _emit(bench_index(simple_root, simple_paths, args.runs, "skills_index_1000_simple_vs_read_4k"))
+        _emit(bench_plan(root, max(args.runs, 30)))
+
+
+def _emit(figure: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(figure) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

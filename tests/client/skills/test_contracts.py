@@ -32,3 +32,16 @@ def test_a_local_source_with_bad_skills_probes_degraded_and_a_missing_one_unheal
     write_skill(tmp_path / "src", "bad", "risk: banana\n")
     assert LocalDirSource(str(tmp_path / "src")).probe().state is HealthState.DEGRADED
     assert LocalDirSource(str(tmp_path / "nowhere")).probe().state is HealthState.UNHEALTHY
+
+
+def test_doctor_gets_a_read_only_skill_registry_row(xdg: XdgPaths, tmp_path: Path) -> None:
+    from ivoai.client.doctor import PROVIDERS, collect_components
+
+    assert "ivoai.client.skills.service:component_statuses" in PROVIDERS
+    matrix, reports = collect_components(xdg, ("ivoai.client.skills.service:component_statuses",))
+    row = matrix.get("skills")
+    assert (
+        row is not None and row.health.state is HealthState.HEALTHY and [r.status for r in reports] == ["ok"]
+    )
+    assert row.reason is not None and row.reason.startswith("1 active, enabled skill(s)")
+    assert not xdg.state.exists()

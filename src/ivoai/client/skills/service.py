@@ -728,3 +728,32 @@ def _loose_modes(path: Path) -> str | None:
             if mode != want:
                 return f"{full} has mode {mode:04o}, expected {want:04o}"
     return None
+
+
+def component_statuses(paths: XdgPaths) -> list[Any]:
+    """`ivoai doctor`'s row for the skill control plane (registered in `client.doctor.PROVIDERS`).
+
+    Read-only, like doctor: a missing registry is a healthy empty one (built-in skills only).
+    """
+    from ivoai.core import ComponentStatus, Fact, Provenance, Source
+
+    installed = InstalledSkills(SkillService(paths))
+    health = installed.probe()
+    try:
+        count = len(installed.skills())
+        available = Fact.YES
+    except (SkillError, OSError):
+        count, available = 0, Fact.NO
+    return [
+        ComponentStatus(
+            "skills",
+            "skill_registry",
+            "SkillStore",
+            installed=Fact.YES,
+            available=available,
+            health=health,
+            provenance=Provenance(Source.PROBE, "ivoai skills doctor"),
+            active=Fact.YES if count else Fact.NO,
+            reason=f"{count} active, enabled skill(s); attached only with --skill or to AUTO workers by role",
+        )
+    ]
