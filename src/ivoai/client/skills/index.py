@@ -18,6 +18,7 @@ import os
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ivoai.client.skills import graph
 from ivoai.client.skills._beneath import open_no_symlinks
@@ -35,8 +36,7 @@ from ivoai.common.limits import SKILL_SOURCE_MAX_SKILLS, SKILL_TREE_MAX_DEPTH, S
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
+class IndexEntry(NamedTuple):
     """A skill found at `rel` (relative to the indexed root; "" for the root itself)."""
 
     rel: str

@@ -132,10 +132,11 @@ class _Run:
         self.closure: dict[str, Candidate] = {}
         self.optional_of: dict[str, set[str]] = {}
         self.order: list[str] = []  # the closure, sorted (set by check_each)
+        self.with_deps: list[str] = []  # the part of `order` with required dependencies
 
     def exclude(self, name: str, code: str, reason: str) -> None:
         if name not in self.out:
-            self.out[name] = Exclusion(name, code, reason)
+            self.out[name] = _new_exclusion(Exclusion, (name, code, reason))
 
     def alive(self, name: str) -> bool:
         return name in self.closure and name not in self.out
@@ -152,14 +153,17 @@ class _Run:
                     self.exclude(name, "not_installed", "no active, enabled skill has this name")
                 continue
             self.closure[name] = cand
-            for dep in (*cand.meta.dependencies, *cand.meta.optional_dependencies):
-                if dep not in self.closure:
-                    pending.append(dep)
-            for dep in cand.meta.optional_dependencies:
-                self.optional_of.setdefault(dep, set()).add(name)
+            meta = cand.meta
+            if meta.dependencies:
+                pending.extend(d for d in meta.dependencies if d not in self.closure)
+            if meta.optional_dependencies:
+                pending.extend(d for d in meta.optional_dependencies if d not in self.closure)
+                for dep in meta.optional_dependencies:
+                    self.optional_of.setdefault(dep, set()).add(name)
 
     def check_each(self) -> None:
         self.order = sorted(self.closure)  # closure is complete now; every later pass walks this order
+        self.with_deps = [n for n in self.order if self.closure[n].meta.dependencies]
         req = self.request
         unusable = self.index.unusable
         capabilities = self.index.capabilities
@@ -186,8 +190,8 @@ class _Run:
 
     def cycles(self) -> None:
         closure = self.closure
-        with_deps = [n for n in self.order if closure[n].meta.dependencies]  # only they can be in a cycle
-        for ring in graph.cycles(with_deps, lambda n: closure[n].meta.dependencies):
+        # only a skill with a dependency can be in a cycle
+        for ring in graph.cycles(self.with_deps, lambda n: closure[n].meta.dependencies):
             for member in ring:
                 self.exclude(member, "cycle", f"dependency cycle {graph.describe_cycle(ring)}")
 
@@ -196,7 +200,7 @@ class _Run:
         again = True
         while again:
             again = False
-            for name in self.order:
+            for name in self.with_deps:
                 if name in self.out:
                     continue
                 for dep in self.closure[name].meta.dependencies:
@@ -254,16 +258,17 @@ class _Run:
         return changed
 
     def finish(self) -> Resolution:
-        edges = {
-            n: [d for d in (*c.meta.dependencies, *c.meta.optional_dependencies) if self.alive(d)]
-            for n, c in self.closure.items()
-            if self.alive(n)
-        }
+        alive = self.closure.keys() - self.out.keys()
+        edges: dict[str, list[str]] = {}
+        for name in alive:
+            meta = self.closure[name].meta
+            if meta.dependencies or meta.optional_dependencies:
+                edges[name] = [d for d in (*meta.dependencies, *meta.optional_dependencies) if d in alive]
         chosen: set[str] = set()
         for root in self.roots:
-            if not self.alive(root):
+            if root not in alive:
                 continue
-            group = _reach(root, edges)
+            group = _reach(root, edges) if root in edges else {root}
             if len(chosen | group) > self.request.max_skills:
                 self.exclude(
                     root, "budget", f"over the limit of {self.request.max_skills} skills per session"
@@ -284,8 +289,11 @@ class _Run:
                     "optional_missing",
                     f"optional dependency of {', '.join(sorted(users & chosen))}; not installed",
                 )
-        order = _topological({n: [d for d in edges[n] if d in chosen] for n in chosen})
+        order = _topological({n: [d for d in edges.get(n, ()) if d in chosen] for n in chosen})
         return Resolution(tuple(self.closure[n] for n in order), tuple(self.out[n] for n in sorted(self.out)))
+
+
+_new_exclusion = tuple.__new__  # builds the NamedTuple without its Python-level __new__ (hot path)
 
 
 def _reach(root: str, edges: Mapping[str, list[str]]) -> set[str]:
