@@ -203,3 +203,17 @@ def test_downloads_are_bounded_by_declared_and_streamed_size(tmp_path: Path) -> 
 def test_plain_http_is_refused_except_on_loopback() -> None:
     with pytest.raises(StagingRefused, match="https only"):
         make_source("http://example.invalid/skills.tgz", sha256="0" * 64)
+
+
+def test_an_archive_skill_updates_to_a_new_pinned_archive_and_rolls_back(xdg: XdgPaths) -> None:
+    v1 = tar_bytes([("packed/SKILL.md", SKILL, 0o644, tarfile.REGTYPE)])
+    v2 = zip_bytes([("packed/SKILL.md", SKILL.replace(b"3.1.0", b"3.2.0"), 0o100644)])
+    with serve({"/v1.tgz": (200, {}, v1), "/v2.zip": (200, {}, v2)}) as base:
+        service = SkillService()
+        first = service.add(make_source(f"{base}/v1.tgz", sha256=sha256(v1)))["added"][0]["digest"]
+        with pytest.raises(UsageError, match="pass --sha256"):
+            service.update("packed")
+        updated = service.update("packed", sha256=sha256(v2), location=f"{base}/v2.zip")
+    assert updated["changed"] and updated["version"] == "3.2.0" and updated["previous"] == first
+    assert service.show("packed")["source"]["sha256"] == sha256(v2)
+    assert service.rollback("packed")["digest"] == first
