@@ -28,6 +28,8 @@ COMMANDS: Registry = {
     "session": ("ivoai.cli.session:app", "Launched sessions: list, show, stop."),
     "monitor": ("ivoai.cli.session:monitor_command", "Live sessions and compression results."),
     "memory": ("ivoai.cli.memory:app", "Memory hooks for Codex and Claude Code (install, status, flush)."),
+    # issue 20: skill control plane
+    "skills": ("ivoai.cli.skills:app", "Skills: registry, policy, non-executing staging, attachment."),
 }
 
 app = typer.Typer(

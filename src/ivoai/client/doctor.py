@@ -32,7 +32,10 @@ from ivoai.core import ComponentMatrix, ComponentStatus
 DOCTOR_SCHEMA_VERSION = 1
 
 # Add one line per subsystem that can describe its components.
-PROVIDERS: tuple[str, ...] = ("ivoai.client.agents.probes:component_statuses",)
+PROVIDERS: tuple[str, ...] = (
+    "ivoai.client.agents.probes:component_statuses",
+    "ivoai.client.skills.service:component_statuses",  # issue 20: the skill control plane
+)
 
 # Components doctor always lists; a row stays `not_probed` until some provider reports on it.
 EXPECTED_COMPONENTS: tuple[tuple[str, str], ...] = (

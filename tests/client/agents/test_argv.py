@@ -68,3 +68,15 @@ def test_selector_count_is_bounded() -> None:
 def test_help_flag_is_recognised_only_before_double_dash() -> None:
     assert parse_launch_args(["opencode", "-h"]).help is True
     assert parse_launch_args(["opencode", "--", "-h"]).help is False
+
+
+def test_skills_are_ivoai_options_kept_once_in_order() -> None:
+    parsed = parse_launch_args(["claude", "--skill", "b", "--skill=a", "--skill", "b", "--", "--skill", "x"])
+    assert parsed.skills == ("b", "a")
+    assert parsed.client_args == ("--skill", "x")
+
+
+@pytest.mark.parametrize("bad", ["", "Caps", "../x", "a" * 65, "--direct"])
+def test_a_skill_value_must_look_like_a_skill_name(bad: str) -> None:
+    with pytest.raises(LaunchUsageError, match="--skill needs a skill name"):
+        parse_launch_args(["codex", "--skill", bad])

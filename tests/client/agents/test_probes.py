@@ -39,6 +39,6 @@ def test_doctor_shows_the_launcher_rows(xdg: XdgPaths, monkeypatch: pytest.Monke
 
     monkeypatch.setenv("PATH", f"{tool_path('codex').parent}:/usr/bin:/bin")
     matrix, reports = collect_components(xdg)
-    assert [r.status for r in reports] == ["ok"]
+    assert reports and {r.status for r in reports} == {"ok"}  # every registered provider, not only this one
     codex = matrix.get("codex", "executor")
     assert codex is not None and codex.implementation == "CodexExecutor" and codex.installed is Fact.YES

@@ -7,12 +7,19 @@ client starts, and every millisecond here is added to every launch.
 from __future__ import annotations
 
 from ivoai.client.agents.errors import LaunchUsageError
-from ivoai.common.limits import LAUNCH_KNOWLEDGE_SOURCES_MAX, LAUNCH_SELECTOR_MAX_CHARS, LAUNCH_USER_MCP_MAX
+from ivoai.common.limits import (
+    LAUNCH_KNOWLEDGE_SOURCES_MAX,
+    LAUNCH_SELECTOR_MAX_CHARS,
+    LAUNCH_USER_MCP_MAX,
+    SKILL_NAME_MAX_CHARS,
+    SKILLS_PER_SESSION_MAX,
+)
 
 EXECUTOR_NAMES = ("codex", "claude", "opencode")
 
 USAGE = """\
-usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [--mcp NAME]... [-- ARGS...]
+usage: ivoai {codex|claude|opencode} [--direct] [--knowledge-source S]... [--mcp NAME]...
+                                    [--skill NAME]... [-- ARGS...]
 
 Launch the official client in this terminal with ivoai's process-local knowledge router and the
 configured compression provider (compression.provider: caveman, headroom or direct).
@@ -26,6 +33,8 @@ options:
                            without it every enabled one is attached
   --no-user-mcp            attach no user MCP server
   --no-memory-hooks        do not add ivoai's memory hooks to this session
+  --skill NAME             attach this skill (and its dependencies) for this session only
+                           (repeatable; claude and codex; see `ivoai skills list`)
   -h, --help               show this help
   --                       everything after it goes to the client unchanged
 
@@ -46,6 +55,7 @@ class LaunchArgs:
         "no_memory_hooks",
         "no_user_mcp",
         "selectors",
+        "skills",
     )
 
     def __init__(
@@ -60,6 +70,7 @@ class LaunchArgs:
         mcp_names: tuple[str, ...] = (),
         no_user_mcp: bool = False,
         no_memory_hooks: bool = False,
+        skills: tuple[str, ...] = (),
     ) -> None:
         self.executor = executor
         self.mcp_names = mcp_names
@@ -70,6 +81,7 @@ class LaunchArgs:
         self.no_knowledge = no_knowledge
         self.client_args = client_args
         self.help = help
+        self.skills = skills  # issue 20: `--skill NAME`, resolved and attached by ivoai.client.skills.attach
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LaunchArgs):
@@ -101,6 +113,17 @@ def _check_mcp_name(value: str) -> str:
     return value
 
 
+def _check_skill(value: str) -> str:
+    """A skill name's shape only (lowercase letters, digits, hyphens); the registry decides the rest."""
+    allowed = all(c.isascii() and (c.isdigit() or c.islower() or c == "-") for c in value)
+    hyphens_inside = not (value.startswith("-") or value.endswith("-") or "--" in value)
+    if not value or len(value) > SKILL_NAME_MAX_CHARS or not allowed or not hyphens_inside:
+        raise LaunchUsageError(
+            f"--skill needs a skill name (lowercase letters, digits, hyphens; at most {SKILL_NAME_MAX_CHARS})"
+        )
+    return value
+
+
 def parse_launch_args(args: list[str]) -> LaunchArgs:
     """Parse `args` (args[0] is the executor name); the first positional starts the client's arguments.
 
@@ -113,6 +136,7 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
     direct = no_knowledge = want_help = no_user_mcp = no_memory_hooks = False
     selectors: list[str] = []
     mcp_names: list[str] = []
+    skills: list[str] = []
     i = 1
     while i < len(args):
         arg = args[i]
@@ -143,6 +167,13 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
             no_user_mcp = True
         elif arg == "--no-memory-hooks":
             no_memory_hooks = True
+        elif arg == "--skill":
+            if i + 1 >= len(args):
+                raise LaunchUsageError("--skill needs a skill name")
+            skills.append(_check_skill(args[i + 1]))
+            i += 1
+        elif arg.startswith("--skill="):
+            skills.append(_check_skill(arg.partition("=")[2]))
         elif arg.startswith("-"):
             raise LaunchUsageError(
                 f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "
@@ -153,6 +184,8 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         i += 1
     if len(selectors) > LAUNCH_KNOWLEDGE_SOURCES_MAX:
         raise LaunchUsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
+    if len(skills) > SKILLS_PER_SESSION_MAX:
+        raise LaunchUsageError(f"too many --skill values (limit {SKILLS_PER_SESSION_MAX})")
     if no_knowledge and selectors:
         raise LaunchUsageError("--no-knowledge and --knowledge-source exclude each other")
     if len(mcp_names) > LAUNCH_USER_MCP_MAX:
@@ -169,4 +202,5 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         mcp_names=tuple(dict.fromkeys(mcp_names)),
         no_user_mcp=no_user_mcp,
         no_memory_hooks=no_memory_hooks,
+        skills=tuple(dict.fromkeys(skills)),
     )

@@ -280,6 +280,15 @@ def _session_extras(session: _Session) -> SessionExtras:
     )
 
 
+def _skills(session: _Session) -> Any:
+    """Issue 20: the `--skill` attachment (see ivoai.client.skills.attach), or None without `--skill`."""
+    if not session.args.skills:
+        return None
+    from ivoai.client.skills.attach import prepare
+
+    return prepare(session.spec.name, session.args.skills, session.runtime_dir())
+
+
 def _codex_home(env: Mapping[str, str]) -> str:
     value = env.get("CODEX_HOME", "")
     return value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), ".codex")
@@ -313,6 +322,7 @@ def run_launch(
     started = time.time()
     with Supervisor() as sup:  # block signals before the router thread exists
         try:
+            skills = _skills(session)  # issue 20: `--skill` resolved and copied before anything starts
             _start_knowledge(session)
             _check_cancelled(sup)
             setting = _requested_setting(session)
@@ -320,6 +330,10 @@ def run_launch(
             _check_cancelled(sup)
             knowledge_args, knowledge_env = _knowledge_args(session)
             extras = _session_extras(session)  # issue 18: user MCP servers + memory hooks, process-local
+            if skills is not None:
+                from ivoai.client.skills.attach import merge_args
+
+                knowledge_args = merge_args(knowledge_args, skills)
             extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **extras.env, **provider_env}
             client_args = [*knowledge_args, *extras.args, *provider_args, *args.client_args]
             if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH
