@@ -45,8 +45,14 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+# Commands that write server data: everything they (and the libraries they drive, such as Qdrant
+# Edge's segment directories) create is private, so they run with umask 077 (restored afterwards).
+PRIVATE_UMASK_COMMANDS = frozenset({"server", "quickstart"})
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
@@ -54,6 +60,11 @@ def _root(
 ) -> None:
     if debug:
         os.environ["IVOAI_DEBUG"] = "1"
+    if ctx.invoked_subcommand in PRIVATE_UMASK_COMMANDS:
+        from ivoai.common.fsio import private_umask
+
+        previous = private_umask()
+        ctx.call_on_close(lambda: os.umask(previous))
 
 
 def run(args: list[str]) -> int:
