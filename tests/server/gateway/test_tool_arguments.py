@@ -75,7 +75,9 @@ async def test_memory_query_takes_query_like_context_search_and_keeps_text(tmp_p
     assert {"query", "text"} <= set(listed["memory_query"].input_schema["properties"])
 
 
-async def test_schema_violations_on_native_routes_are_one_line_errors_naming_the_field(tmp_path: Path) -> None:
+async def test_schema_violations_on_native_routes_are_one_line_errors_naming_the_field(
+    tmp_path: Path,
+) -> None:
     async with _gateway(tmp_path) as srv:
         async with _native(srv, "/v1/mcp/context") as context:
             wrong_name = await context.call_tool("context_search", {"text": PROBE_VALUE})

@@ -251,7 +251,13 @@ def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
         from ivoai.client.knowledge.router import READ_TOOLS, STATUS_TOOL
 
         args = mcp_render.codex_mcp_args(session.router.url, {*READ_TOOLS, STATUS_TOOL})
-        args += mcp_render.codex_instruction_args()
+        from ivoai.client.agents.codex_instructions import merged_instructions
+
+        # Appended to the user's own developer_instructions, which a plain override would replace.
+        instruction = merged_instructions(
+            mcp_render.RESEARCH_ORDER_INSTRUCTION, session.env, session.args.client_args
+        )
+        args += mcp_render.codex_instruction_args(instruction)
         return args, {mcp_render.TOKEN_ENV: session.router.token}
     import json
 
