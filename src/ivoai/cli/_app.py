@@ -10,6 +10,7 @@ from typer import _click as click  # typer vendors click; see _lazy
 from typer._click.exceptions import UsageError as ClickUsageError
 
 from ivoai import __version__
+from ivoai.cli import _help
 from ivoai.cli._lazy import Registry, lazy_group
 from ivoai.common.errors import IvoaiError
 from ivoai.common.redact import redact
@@ -28,6 +29,8 @@ COMMANDS: Registry = {
     "session": ("ivoai.cli.session:app", "Launched sessions: list, show, stop."),
     "monitor": ("ivoai.cli.session:monitor_command", "Live sessions and compression results."),
 }
+
+_help.install()  # boolean flags render as flags in help, not `--json <bool>`
 
 app = typer.Typer(
     cls=lazy_group(COMMANDS),
