@@ -37,7 +37,11 @@ def test_search_with_the_only_source_down_exits_1_naming_the_cause(cli: CliRunne
     _enroll_locally(xdg, _profile("alpha", _closed_port()))
     result = cli("knowledge", "search", "vpn")
     assert result.code == 1
-    assert "could not connect" in result.err
+    lines = [line for line in result.err.splitlines() if "no source answered" in line]
+    assert len(lines) == 2  # memory_query and context_search
+    for line in lines:
+        assert ": no source answered: alpha: could not connect: " in line, line
+        assert line.count("alpha") == 1  # the cause once, not wrapped in the router's sentence
 
 
 def test_search_json_carries_no_text_copy_of_the_structured_result(cli: CliRunner, xdg: XdgPaths) -> None:

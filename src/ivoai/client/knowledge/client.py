@@ -122,6 +122,9 @@ def failures(result: Mapping[str, Any]) -> list[str]:
         return out
     if not result.get("isError"):
         return []
+    only, why = structured.get("knowledge_source"), structured.get("cause")
+    if isinstance(only, str) and isinstance(why, str):  # the router's "did not answer" for one source
+        return [why if why.startswith(only + ": ") else f"{only}: {why}"]
     if isinstance(structured.get("error"), str):
         return [str(structured["error"])]
     text = " ".join(

@@ -397,6 +397,7 @@ class KnowledgeRouter:
                 f"{name}: {only.source_id} did not answer ({only.error})",
                 knowledge_source=only.source_id,
                 status=only.status,
+                cause=only.error,
             )
         limit = args.get("limit")
         return merge_results(list(outcomes.values()), limit=limit if isinstance(limit, int) else None)
