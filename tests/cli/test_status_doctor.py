@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import select
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,32 @@ def test_status_with_a_corrupt_config_exits_1_naming_file_and_line(cli: CliRunne
     assert any(str(xdg.config_file) in p and "line 2" in p for p in doc["problems"])
 
 
+def test_a_value_ivoai_does_not_accept_fails_status_and_doctor_naming_file_key_and_choices(
+    cli: CliRunner, xdg: XdgPaths
+) -> None:
+    xdg.config.mkdir(parents=True, mode=0o700)
+    xdg.config_file.write_text('schema = 1\n[compression]\nprovider = "fast"\n[auto]\nworkers = 9\n')
+    os.chmod(xdg.config_file, 0o600)
+    expected = (
+        f"{xdg.config_file}: auto.workers must be an integer 1..3; "
+        "compression.provider must be one of: caveman, headroom, direct"
+    )
+    status, doctor = cli("status", "--json"), cli("doctor", "--json")
+    assert (status.code, doctor.code) == (1, 1)
+    for doc in (json.loads(status.out), json.loads(doctor.out)):
+        assert doc["config"]["status"] == "error"
+        assert any(expected in p for p in doc["problems"]), doc["problems"]
+    assert "(fix: ivoai config set KEY VALUE for each)" in cli("status").err
+    # `config set` repairs bad values one by one instead of refusing to read the file it would fix.
+    assert cli("config", "set", "auto.workers", "2").code == 0
+    still = cli("status")
+    assert still.code == 1
+    assert "compression.provider must be one of: caveman, headroom, direct" in still.err
+    assert "(fix: ivoai config set compression.provider VALUE)" in still.err
+    assert cli("config", "set", "compression.provider", "direct").code == 0
+    assert cli("status", "--json").code == 0
+
+
 def test_a_symlinked_config_directory_makes_doctor_fail_with_the_fix(
     cli: CliRunner, xdg: XdgPaths, tmp_path: Path
 ) -> None:
@@ -154,6 +181,46 @@ def test_a_symlinked_config_directory_makes_doctor_fail_with_the_fix(
     assert entry["kind"] == "symlink"
     assert entry["status"] == "unsafe"
     assert "symlink" in entry["problem"]
+
+
+def _dirs_not_0700(root: Path) -> list[str]:
+    return [
+        f"{oct(stat.S_IMODE(os.lstat(d).st_mode))} {d}"
+        for d in [root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
+        if stat.S_IMODE(os.lstat(d).st_mode) != 0o700
+    ]
+
+
+def test_a_fresh_quickstart_creates_only_private_dirs_and_doctor_and_status_agree(
+    cli: CliRunner, xdg: XdgPaths, tmp_path: Path
+) -> None:
+    os.umask(0o022)
+    source = tmp_path / "notes"
+    source.mkdir()
+    (source / "vpn.txt").write_text("Connect to the office VPN with the vpn profile.\n")
+    result = cli("quickstart", str(source), "--no-serve", "--port", "0", "--json")
+    assert result.code == 0, result.err
+    assert xdg.server_data_dir.is_dir()  # the default data dir, below the XDG data root
+    # The data root's missing parent, the root, the server dir and every directory below it
+    # (Qdrant Edge's segment directories included) are private.
+    assert _dirs_not_0700(xdg.data.parent) == []
+    doctor, status = cli("doctor", "--json"), cli("status", "--json")
+    assert (doctor.code, status.code) == (0, 0), doctor.out + status.err
+    assert json.loads(doctor.out)["ok"] is json.loads(status.out)["ok"] is True
+
+
+def test_status_and_doctor_give_one_verdict_on_a_loose_data_root(cli: CliRunner, xdg: XdgPaths) -> None:
+    xdg.data.mkdir(parents=True)
+    os.chmod(xdg.data, 0o755)
+    doctor, status = cli("doctor", "--json"), cli("status", "--json")
+    assert (doctor.code, status.code) == (1, 1)
+    doctor_doc, status_doc = json.loads(doctor.out), json.loads(status.out)
+    assert doctor_doc["ok"] is status_doc["ok"] is False
+    assert status_doc["problems"] == doctor_doc["problems"]
+    assert any(f"chmod 0700 {xdg.data}" in p for p in status_doc["problems"])
+    assert status_doc["paths"]["data"]["status"] == "unsafe"
+    human = cli("status")
+    assert human.code == 1 and "(unsafe)" in human.out and "chmod 0700" in human.err
 
 
 def test_the_real_console_process_runs_doctor_json(xdg: XdgPaths) -> None:

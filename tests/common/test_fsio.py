@@ -18,6 +18,7 @@ from ivoai.common.fsio import (
     is_within,
     open_beneath,
     open_private_dir,
+    private_umask,
     read_fd_bounded,
     read_private_file,
     read_private_file_or_none,
@@ -39,6 +40,27 @@ def test_private_dirs_are_created_0700_at_every_level(root: Path) -> None:
     os.umask(0o022)
     ensure_private_dir(root, root / "a" / "b")
     assert _mode(root) == _mode(root / "a") == _mode(root / "a" / "b") == 0o700
+
+
+def test_missing_ancestors_of_a_root_are_created_0700_and_existing_ones_kept(tmp_path: Path) -> None:
+    os.umask(0o022)
+    (tmp_path / "home").mkdir(mode=0o755)
+    os.chmod(tmp_path / "home", 0o755)
+    server = tmp_path / "home" / ".local" / "share" / "ivoai" / "server"  # the server data dir's case
+    ensure_private_dir(server)
+    for path in (server, server.parent, server.parent.parent, server.parent.parent.parent):
+        assert _mode(path) == 0o700, path
+    assert _mode(tmp_path / "home") == 0o755  # a directory ivoai did not create keeps its mode
+
+
+def test_private_umask_adds_077_and_returns_the_previous_value(tmp_path: Path) -> None:
+    previous = os.umask(0o002)
+    try:
+        assert private_umask() == 0o002
+        (tmp_path / "lib-made").mkdir()  # as a library would, with the default 0777 request
+        assert _mode(tmp_path / "lib-made") == 0o700
+    finally:
+        os.umask(previous)
 
 
 def test_atomic_write_creates_a_0600_file_and_replaces_it_whole(root: Path) -> None:

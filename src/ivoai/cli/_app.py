@@ -10,6 +10,7 @@ from typer import _click as click  # typer vendors click; see _lazy
 from typer._click.exceptions import UsageError as ClickUsageError
 
 from ivoai import __version__
+from ivoai.cli import _help
 from ivoai.cli._lazy import Registry, lazy_group
 from ivoai.common.errors import IvoaiError
 from ivoai.common.redact import redact
@@ -32,6 +33,8 @@ COMMANDS: Registry = {
     "skills": ("ivoai.cli.skills:app", "Skills: registry, policy, non-executing staging, attachment."),
 }
 
+_help.install()  # boolean flags render as flags in help, not `--json <bool>`
+
 app = typer.Typer(
     cls=lazy_group(COMMANDS),
     no_args_is_help=True,
@@ -48,8 +51,14 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+# Commands that write server data: everything they (and the libraries they drive, such as Qdrant
+# Edge's segment directories) create is private, so they run with umask 077 (restored afterwards).
+PRIVATE_UMASK_COMMANDS = frozenset({"server", "quickstart"})
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
@@ -57,6 +66,11 @@ def _root(
 ) -> None:
     if debug:
         os.environ["IVOAI_DEBUG"] = "1"
+    if ctx.invoked_subcommand in PRIVATE_UMASK_COMMANDS:
+        from ivoai.common.fsio import private_umask
+
+        previous = private_umask()
+        ctx.call_on_close(lambda: os.umask(previous))
 
 
 def run(args: list[str]) -> int:

@@ -17,16 +17,24 @@ app = typer.Typer(
 SOURCE_OPT = typer.Option(None, "--knowledge-source", help="Restrict to this source (repeatable).")
 
 
+SNIPPET_CHARS = 100
+
+
 def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hits of one tool result, each with the source that gave it.
+
+    A merged answer names the source on every item; a single source's answer is passed through
+    unchanged with the source in `_meta`, so it is filled in from there.
+    """
     structured = result.get("structuredContent") or {}
-    items = structured.get("results")
-    if isinstance(items, list):
-        return [i for i in items if isinstance(i, dict)]
+    meta = (result.get("_meta") or {}).get("ivoai/knowledge_source") or {}
     for key in ("results", "documents", "pages", "items", "hits"):
-        if isinstance(structured.get(key), list):
-            meta = (result.get("_meta") or {}).get("ivoai/knowledge_source") or {}
+        items = structured.get(key)
+        if isinstance(items, list):
             return [
-                {**i, "knowledge_source": meta.get("source")} for i in structured[key] if isinstance(i, dict)
+                {**i, "knowledge_source": i.get("knowledge_source") or meta.get("source") or ""}
+                for i in items
+                if isinstance(i, dict)
             ]
     return []
 
@@ -38,6 +46,11 @@ def _title(item: dict[str, Any]) -> str:
     return ""
 
 
+def _snippet(item: dict[str, Any]) -> str:
+    text = " ".join(str(item.get("snippet") or item.get("text") or "").split())
+    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"
+
+
 @app.command("search")
 def search_command(
     query: str = typer.Argument(..., help="What to look for."),
@@ -45,27 +58,34 @@ def search_command(
     limit: int = typer.Option(10, "--limit", min=1, max=100, help="Results per tool (1-100)."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Federated memory and context search with per-source attribution."""
-    from ivoai.client.knowledge.client import search
+    """Federated memory and context search with per-source attribution.
+
+    Exits 1 when no source answered (each source's cause is printed).
+    """
+    from ivoai.client.knowledge.client import answered, failures, for_output, search
 
     result = search(query, limit=limit, selectors=sources or ())
     if json_out:
-        print_json(result)
-        return
-    for tool in ("memory_query", "context_search"):
-        if tool not in result:
-            continue
-        res = result[tool]
-        rows = _rows(res)
-        partial = (res.get("structuredContent") or {}).get("partial")
-        info(f"{tool}: {len(rows)} result(s){' (partial: a source did not answer)' if partial else ''}")
-        print_table(
-            tool,
-            ["source", "score", "title"],
-            [[r.get("knowledge_source", ""), r.get("score", ""), _title(r)] for r in rows],
-        )
-        if res.get("isError"):
-            info(f"{tool}: no source answered")
+        print_json(for_output(result))
+    else:
+        for tool in ("memory_query", "context_search"):
+            if tool not in result:
+                continue
+            res = result[tool]
+            rows = _rows(res)
+            partial = (res.get("structuredContent") or {}).get("partial")
+            info(f"{tool}: {len(rows)} result(s){' (partial: a source did not answer)' if partial else ''}")
+            if rows:
+                print_table(
+                    tool,
+                    ["source", "score", "title", "snippet"],
+                    [[r["knowledge_source"], r.get("score", ""), _title(r), _snippet(r)] for r in rows],
+                )
+            lead = "no source answered" if res.get("isError") else "did not answer"
+            for line in failures(res):
+                info(f"{tool}: {lead}: {line}")
+    if not answered(result):
+        raise typer.Exit(1)
 
 
 @app.command("status")

@@ -43,13 +43,15 @@ def status_command(json_out: bool = _JSON) -> None:
                 ("secrets", _show(data["secrets"]["count"])),
                 ("ownership entries", data["ownership"]["count"]),
                 *(
-                    (f"{name} dir", f"{p['path']}{'' if p['exists'] else ' (missing)'}")
+                    (f"{name} dir", f"{p['path']}{'' if p['status'] == 'ok' else ' (' + p['status'] + ')'}")
                     for name, p in data["paths"].items()
                 ),
             ]
         )
         for problem in data["problems"]:
             sys.stderr.write(f"ivoai: problem: {problem}\n")
+        if data["problems"]:
+            sys.stderr.write("ivoai: `ivoai doctor` shows every path and check\n")
     if not data["ok"]:
         raise typer.Exit(1)
 

@@ -193,19 +193,24 @@ def versions() -> dict[str, str]:
 
 
 def _config_summary(paths: XdgPaths) -> dict[str, Any]:
-    from ivoai.client.config.store import load
+    """config.toml read the way a launch reads it (stdlib TOML, safety, schema and value checks)."""
+    from ivoai.client.config.fast import read_config_fast
 
     try:
-        loaded = load(paths)
+        raw = read_config_fast(paths)
     except IvoaiError as exc:
         return {"status": "error", "error": exc.message, "code": exc.code, "values": {}}
     values = {}
-    for key in sorted(KNOWN_KEYS):
-        value, origin = loaded.config.effective(key)
-        values[key] = {"value": value, "origin": origin}
-    source = loaded.config.compression.source
+    for key, spec in sorted(KNOWN_KEYS.items()):
+        section = raw.get(spec.section) or {}
+        if spec.name in section:
+            values[key] = {"value": section[spec.name], "origin": "file"}
+        else:
+            values[key] = {"value": spec.default, "origin": "default"}
+    source = (raw.get("compression") or {}).get("source")
     values["compression.source"] = {"value": source, "origin": "file" if source else "unset"}
-    return {"status": "ok" if loaded.exists else "missing", "error": None, "code": None, "values": values}
+    exists = paths.config_file.exists()
+    return {"status": "ok" if exists else "missing", "error": None, "code": None, "values": values}
 
 
 def _secrets_summary(paths: XdgPaths) -> dict[str, Any]:
@@ -240,22 +245,18 @@ def _identity_summary(cwd: Path | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class DoctorReport:
-    """Everything doctor found; `ok` is False when a path is unsafe or a state file is unreadable."""
+class LocalState:
+    """Every fact about ivoai's own files and identity; the one verdict `status` and `doctor` share."""
 
-    versions: dict[str, str]
-    identity: dict[str, Any]
     paths: list[PathReport]
     config: dict[str, Any]
     secrets: dict[str, Any]
     ownership: dict[str, Any]
-    components: ComponentMatrix
-    providers: list[ProviderReport]
-    servers: list[dict[str, Any]] = field(default_factory=list)  # enrolled servers (issue 18, serverprobe)
+    identity: dict[str, Any]
 
     @property
     def problems(self) -> list[str]:
-        """One line per failed check."""
+        """One line per failed check (unsafe path, unreadable or invalid state file, identity)."""
         out = [f"{p.path}: {p.problem}" for p in self.paths if p.status == "unsafe"]
         for name, section in (
             ("config", self.config),
@@ -266,9 +267,39 @@ class DoctorReport:
                 out.append(f"{name}: {section['error']}")
         if self.identity.get("error"):
             out.append(f"identity: {self.identity['error']}")
-        out.extend(f"doctor provider {r.provider}: {r.detail}" for r in self.providers if r.status == "error")
-        out.extend(str(s["problem"]) for s in self.servers if s.get("problem"))
         return [redact(line) for line in out]
+
+
+def check_local_state(paths: XdgPaths, cwd: Path | None = None) -> LocalState:
+    """Read-only checks of every ivoai path and state file (cheap: lstat, small reads, no probes)."""
+    return LocalState(
+        paths=describe_paths(paths),
+        config=_config_summary(paths),
+        secrets=_secrets_summary(paths),
+        ownership=_ownership_summary(paths),
+        identity=_identity_summary(cwd),
+    )
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """Everything doctor found; `ok` is False when a local check or a component provider failed."""
+
+    versions: dict[str, str]
+    local: LocalState
+    components: ComponentMatrix
+    providers: list[ProviderReport]
+    servers: list[dict[str, Any]] = field(default_factory=list)  # enrolled servers (issue 18, serverprobe)
+
+    @property
+    def problems(self) -> list[str]:
+        """The local state's problems (the same as `status`'s), then broken providers and servers."""
+        out = list(self.local.problems)
+        out.extend(
+            redact(f"doctor provider {r.provider}: {r.detail}") for r in self.providers if r.status == "error"
+        )
+        out.extend(redact(str(s["problem"])) for s in self.servers if s.get("problem"))
+        return out
 
     @property
     def ok(self) -> bool:
@@ -281,11 +312,11 @@ class DoctorReport:
             "ok": self.ok,
             "problems": self.problems,
             "versions": self.versions,
-            "identity": self.identity,
-            "paths": [p.to_dict() for p in self.paths],
-            "config": self.config,
-            "secrets": self.secrets,
-            "ownership": self.ownership,
+            "identity": self.local.identity,
+            "paths": [p.to_dict() for p in self.local.paths],
+            "config": self.local.config,
+            "secrets": self.local.secrets,
+            "ownership": self.local.ownership,
             "components": self.components.to_list(),
             "providers": [r.to_dict() for r in self.providers],
             "servers": self.servers,
@@ -313,11 +344,7 @@ def run_doctor(
     matrix, reports = collect_components(paths, providers)
     return DoctorReport(
         versions=versions(),
-        identity=_identity_summary(cwd),
-        paths=describe_paths(paths),
-        config=_config_summary(paths),
-        secrets=_secrets_summary(paths),
-        ownership=_ownership_summary(paths),
+        local=check_local_state(paths, cwd),
         components=matrix,
         providers=reports,
         servers=_servers_summary(paths, refresh),
@@ -325,45 +352,38 @@ def run_doctor(
 
 
 def collect_status(paths: XdgPaths | None = None, *, cwd: Path | None = None) -> dict[str, Any]:
-    """The cheap `status --json` document: identity, roots, requested compression, counts (no probes)."""
-    from ivoai.client.config.fast import read_config_fast
+    """The cheap `status --json` document: identity, roots, requested compression, counts (no probes).
 
+    Its verdict (`ok`, `problems`) is doctor's local verdict, from the same checks: a state `doctor`
+    calls unsafe is never `ok` here. Only doctor's component probes are left out.
+    """
     paths = paths or xdg_paths()
-    problems: list[str] = []
-    config: dict[str, Any] = {"status": "missing", "compression_provider": None, "compression_source": None}
-    try:
-        raw = read_config_fast(paths)
-    except IvoaiError as exc:
-        problems.append(exc.message)
-        config["status"] = "error"
+    local = check_local_state(paths, cwd)
+    config: dict[str, Any] = {"status": local.config["status"]}
+    if local.config["status"] == "error":
+        config.update(compression_provider=None, compression_source=None)
     else:
-        section = raw.get("compression")
-        compression: dict[str, Any] = section if isinstance(section, dict) else {}
-        provider, source = compression.get("provider"), compression.get("source")
-        if raw:
-            config["status"] = "ok"
-        if isinstance(provider, str):
-            # A legacy file may carry a provider without a source; the launcher records the migration.
-            config["compression_provider"] = provider
-            config["compression_source"] = source if isinstance(source, str) else "unrecorded"
-        else:
-            config["compression_provider"] = KNOWN_KEYS["compression.provider"].default
+        provider = local.config["values"]["compression.provider"]
+        source = local.config["values"]["compression.source"]["value"]
+        config["compression_provider"] = provider["value"]
+        if provider["origin"] == "default":
             config["compression_source"] = "default"
-    secrets = _secrets_summary(paths)
-    ownership = _ownership_summary(paths)
-    identity = _identity_summary(cwd)
-    for section in (secrets, ownership, identity):
-        if section.get("error"):
-            problems.append(str(section["error"]))
+        else:
+            # A legacy file may carry a provider without a source; the launcher records the migration.
+            config["compression_source"] = source if isinstance(source, str) else "unrecorded"
+    by_path = {p.path: p for p in local.paths}
     return {
         "schema": DOCTOR_SCHEMA_VERSION,
         "version": __version__,
-        "ok": not problems,
-        "problems": [redact(p) for p in problems],
-        "identity": identity.get("identity"),
-        "identity_kind": identity.get("kind"),
-        "paths": {name: {"path": str(p), "exists": p.exists()} for name, p in paths.roots().items()},
+        "ok": not local.problems,
+        "problems": local.problems,
+        "identity": local.identity.get("identity"),
+        "identity_kind": local.identity.get("kind"),
+        "paths": {
+            name: {"path": str(p), "exists": by_path[p].status != "missing", "status": by_path[p].status}
+            for name, p in paths.roots().items()
+        },
         "config": config,
-        "secrets": {"count": secrets.get("count")},
-        "ownership": {"count": len(ownership.get("entries", []))},
+        "secrets": {"count": local.secrets.get("count")},
+        "ownership": {"count": len(local.ownership.get("entries", []))},
     }

@@ -72,13 +72,36 @@ def check_stat(st: os.stat_result, path: Path | str, *, private: bool, expect_di
         raise UnsafePathError(f"{path} has mode {mode:04o}, expected {want}; fix: chmod {want} {path}")
 
 
+def makedirs_private(path: Path) -> None:
+    """Create `path` and every missing ancestor with mode 0700; existing directories are left alone.
+
+    `os.makedirs` gives intermediate directories the umask's default (usually 0755), which made a
+    fresh `~/.local/share/ivoai` world-readable when only its `server/` child was asked for. The XDG
+    base directory spec asks for 0700 on any directory created this way, too.
+    """
+    missing: list[Path] = []
+    current = Path(os.path.abspath(path))
+    while not os.path.lexists(current):
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, PRIVATE_DIR_MODE)
+
+
+def private_umask() -> int:
+    """Add 077 to the process umask (so libraries writing below a private root create private files
+    and directories too); returns the previous umask for the caller to restore."""
+    previous = os.umask(0o077)
+    os.umask(previous | 0o077)
+    return previous
+
+
 def _open_root(root: Path, *, create: bool) -> int:
     if create:
-        try:
-            os.makedirs(root.parent, exist_ok=True)
-            os.mkdir(root, PRIVATE_DIR_MODE)
-        except FileExistsError:
-            pass
+        makedirs_private(root)
     try:
         fd = os.open(root, _DIR_FLAGS)
     except FileNotFoundError:

@@ -58,3 +58,16 @@ def test_a_success_between_failures_resets_the_count() -> None:
     breaker.record_success()
     breaker.record_failure()
     assert breaker.state == "closed"
+
+
+def test_an_open_breaker_names_the_failure_that_opened_it_until_a_success() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(clock=clock)
+    breaker.record_failure("could not connect: connection refused")
+    breaker.record_failure("could not connect: connection refused")
+    assert not breaker.allow()
+    assert breaker.refusal() == "could not connect: connection refused (circuit open: not retried for 30s)"
+    clock.now += 30
+    assert breaker.allow()
+    breaker.record_success()
+    assert breaker.last_error is None

@@ -141,6 +141,31 @@ def test_knowledge_search_cli_shows_merged_attributed_results(as_fleet_client: N
     assert result.code == 2 and "valid choices" in result.err and "docs" in result.err
 
 
+def test_knowledge_search_from_one_source_names_it_on_every_row_with_a_snippet(
+    as_fleet_client: None, cli: CliRunner
+) -> None:
+    # One selected source: its answer is passed through and the source is only in `_meta`.
+    human = cli("knowledge", "search", "quokka", "--knowledge-source", "docs")
+    assert human.code == 0, human.err
+    rows = [line.split("\t") for line in human.out.splitlines()]
+    assert ["source", "score", "title", "snippet"] in rows
+    hits = [r for r in rows if r[0] != "source"]
+    assert hits and all(r[0] == "docs" for r in hits)
+    assert any("quokka" in r[3].lower() for r in hits)
+
+
+def test_knowledge_search_json_states_each_result_once(as_fleet_client: None, cli: CliRunner) -> None:
+    for extra in ((), ("--knowledge-source", "docs")):
+        result = cli("knowledge", "search", "quokka", "--json", *extra)
+        assert result.code == 0, result.err
+        doc = json.loads(result.out)
+        assert doc["ok"] is True
+        for tool in ("memory_query", "context_search"):
+            assert "content" not in doc[tool]
+            assert doc[tool]["structuredContent"]
+        assert '\\"' not in result.out  # no result re-encoded as an escaped JSON string
+
+
 def test_knowledge_status_cli_lists_sources_and_their_health(as_fleet_client: None, cli: CliRunner) -> None:
     result = cli("knowledge", "status", "--json")
     assert result.code == 0, result.err

@@ -104,6 +104,23 @@ def test_codex_shows_an_attached_skill_in_its_model_input_and_nothing_under_dot_
     assert _runtime_dirs(xdg) == []
 
 
+def test_a_skill_on_codex_without_knowledge_keeps_the_users_own_developer_instructions(
+    xdg: XdgPaths, tmp_path: Path
+) -> None:
+    home = Path.home()
+    _populate(home)
+    own = "Always answer the user in plain English, never in haiku."
+    (home / ".codex" / "config.toml").write_text(f'model = "o3"\ndeveloper_instructions = "{own}"\n')
+    _add(tmp_path, ("hello", ""))
+    result = run_ivoai(
+        "codex", "--direct", "--no-knowledge", "--skill", "hello", "--", "debug", "prompt-input", "hi",
+        env=_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = json.dumps(json.loads(result.stdout))
+    assert own in text and "- hello: The hello skill (file: " in text
+
+
 def test_the_research_order_and_the_skill_list_reach_codex_as_one_instruction(
     xdg: XdgPaths, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from ivoai.common.command import ivoai_command
 from tests.conftest import CliRunner, run_ivoai
 
 
@@ -122,14 +123,19 @@ def test_start_serves_until_sigterm_and_status_sees_it_ready(tmp_path: Path, cli
     ) as proc:
         try:
             assert proc.stderr is not None
-            line = (
-                proc.stderr.readline()
-            )  # blocks until the server announces itself (bounded by the test timeout)
+            # Blocks until the server announces itself (bounded by the test timeout); a fresh data dir
+            # is initialized first, which is said on the line before.
+            first = proc.stderr.readline()
+            assert f"initialized server data directory {root}" in first, first
+            line = proc.stderr.readline()
             assert "ivoai server listening on 127.0.0.1:" in line, line
             status = json.loads(cli("server", "--data-dir", str(root), "status", "--json").out)
             assert status["running"] is True and status["pid"] == proc.pid
             assert status["health"]["status_code"] == 200
             assert status["ready"]["body"]["status"] in ("ready", "ready_degraded")
+            human = cli("server", "--data-dir", str(root), "status").out
+            assert f"running: yes, pid {proc.pid} at http://127.0.0.1:" in human
+            assert "health: ok\n" in human and "ready: ready" in human and "{" not in human
         finally:
             proc.send_signal(signal.SIGTERM)
             rest = proc.communicate(timeout=30)[1]
@@ -145,7 +151,53 @@ def test_status_of_a_missing_data_dir_reports_uninitialized_without_creating_it(
     root = tmp_path / "nothing-here"
     status = json.loads(cli("server", "--data-dir", str(root), "status", "--json").out)
     assert status["initialized"] is False and status["running"] is False
+    human = cli("server", "--data-dir", str(root), "status")
+    assert human.code == 0
+    assert f"initialized: no (`{ivoai_command()} server --data-dir {root} init` creates it" in human.out
     assert not root.exists()
+
+
+def test_a_command_before_init_initializes_the_data_dir_says_so_and_status_agrees(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    root = tmp_path / "srv"
+    first = cli("server", "--data-dir", str(root), "enrollment", "list", "--json")
+    assert first.code == 0, first.err
+    assert f"initialized server data directory {root} with defaults" in first.err
+    assert (root / "config.toml").is_file()
+    status = json.loads(cli("server", "--data-dir", str(root), "status", "--json").out)
+    assert status["initialized"] is True
+    again = cli("server", "--data-dir", str(root), "memory", "status", "--json")
+    assert again.code == 0 and "initialized" not in again.err  # said once, when it happened
+
+
+def test_status_prints_readable_lines_without_python_reprs(cli: CliRunner, tmp_path: Path) -> None:
+    root = tmp_path / "srv"
+    assert cli("server", "--data-dir", str(root), "init").code == 0
+    human = cli("server", "--data-dir", str(root), "status")
+    assert human.code == 0, human.err
+    lines = dict(line.split(": ", 1) for line in human.out.splitlines())
+    assert lines["initialized"] == "yes"
+    assert lines["listen"] == "127.0.0.1:7744"
+    assert lines["tls"] == "off" and lines["trusted proxies"] == "none"
+    assert lines["running"] == f"no (`{ivoai_command()} server --data-dir {root} start` runs it)"
+    assert lines["web access"] == "0 grant(s), 0 open activation code(s), 0 registered client(s)"
+    assert not any(c in human.out for c in "{}[]'")
+
+
+def test_a_bad_listen_in_config_toml_names_the_file_and_key(cli: CliRunner, tmp_path: Path) -> None:
+    root = tmp_path / "srv"
+    assert cli("server", "--data-dir", str(root), "init").code == 0
+    config = root / "config.toml"
+    config.write_text(config.read_text().replace('listen = "127.0.0.1:7744"', 'listen = "localhost"'))
+    for args in (("status",), ("start",)):
+        result = cli("server", "--data-dir", str(root), *args)
+        assert result.code == 1, args
+        assert f"{config}: server.listen: expected HOST:PORT" in result.err, result.err
+        assert "--listen" not in result.err
+    # The option keeps naming itself.
+    bad = cli("server", "--data-dir", str(tmp_path / "other"), "start", "--listen", "nope")
+    assert bad.code == 1 and "--listen: expected HOST:PORT" in bad.err
 
 
 def test_init_mode_selects_the_context_backends_and_keeps_other_settings(

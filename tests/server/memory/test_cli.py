@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 from ivoai.server.memory import _schema
@@ -72,6 +77,7 @@ def test_status_works_on_a_fresh_data_directory(cli: CliRunner, tmp_path: Path) 
 
 def test_bad_input_is_one_line_with_the_field_and_exit_one(cli: CliRunner, tmp_path: Path) -> None:
     data = str(tmp_path / "srv")
+    assert cli("server", "--data-dir", data, "init").code == 0  # else the first command says it initialized
     traversal = cli("server", "--data-dir", data, "memory", "read", "../etc/passwd")
     assert traversal.code == 1 and traversal.err == "ivoai: error: path must not contain '..' components\n"
     name = cli("server", "--data-dir", data, "memory", "query", "x", "--workspace", "Bad")
@@ -127,6 +133,50 @@ def test_write_reads_standard_input_in_a_real_process(tmp_path: Path) -> None:
     shown = run_ivoai("server", "--data-dir", data, "memory", "read", "from-stdin.md", "--json")
     page = json.loads(shown.stdout)
     assert page["title"] == "Piped" and "sk-ant-" not in page["body"]
+
+
+def test_an_empty_body_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    data = tmp_path / "srv"
+    frontmatter_only = tmp_path / "meta.md"
+    frontmatter_only.write_text("---\ntitle: Only metadata\n---\n\n")
+    for extra, stdin in (((), ""), (("--file", "-"), "  \n\n"), (("--file", str(frontmatter_only)), None)):
+        args = ("server", "--data-dir", str(data), "memory", "write", "notes/x", *extra)
+        refused = run_ivoai(*args, input_text=stdin)
+        assert refused.returncode == 2, refused.stderr
+        assert "refusing to write an empty page" in refused.stderr and "nothing was written" in refused.stderr
+    assert not data.exists()  # refused before the data directory was even opened
+
+
+def test_on_a_terminal_write_says_what_to_type_and_reads_until_end_of_input(tmp_path: Path) -> None:
+    master, slave = pty.openpty()
+    data = str(tmp_path / "srv")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ivoai", "server", "--data-dir", data, "memory", "write", "typed"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    os.close(slave)
+    try:
+        assert proc.stderr is not None
+        prompt = b""
+        while b"Ctrl-D" not in prompt:  # the prompt follows the data dir's initialization notice
+            ready, _, _ = select.select([proc.stderr], [], [], 60.0)
+            assert ready, f"no prompt within 60 s: {prompt!r}"
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            assert chunk, f"ivoai ended without prompting: {prompt!r}"
+            prompt += chunk
+        assert b"type the page in Markdown" in prompt
+        os.write(master, b"# Typed\nwritten at a terminal\n")
+        os.write(master, b"\x04")  # Ctrl-D at the start of a line: end of input
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, err
+    assert out == b"wrote default/default/typed.md version 1\n"
 
 
 def test_an_oversized_input_file_is_refused_before_anything_is_stored(cli: CliRunner, tmp_path: Path) -> None:

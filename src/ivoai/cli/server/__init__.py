@@ -54,11 +54,44 @@ def _server(
     ctx.obj = data_dir
 
 
-def data_dir_from(ctx: typer.Context) -> Path:
-    """The `--data-dir` given to `ivoai server`, or the default; sub-commands call this."""
+def data_dir_from(ctx: typer.Context, *, initialize: bool = True) -> Path:
+    """The `--data-dir` given to `ivoai server`, or the default; sub-commands call this.
+
+    `init` is implicit: a data directory without `config.toml` is initialized here with the defaults
+    (`ivoai server init` without options) and the command says so on stderr, so that every command
+    finds, and `server status` reports, the same initialized directory. `init` and `status` pass
+    `initialize=False` (status never creates anything).
+    """
     found = ctx.find_object(Path)
     if isinstance(found, Path):
-        return found
+        root = found
+    else:
+        from ivoai.common.paths import xdg_paths
+
+        root = xdg_paths().server_data_dir
+    if initialize and not (root / "config.toml").exists():
+        from ivoai.cli._output import info
+        from ivoai.server.gateway.lifecycle import init_server
+
+        result = init_server(root)
+        info(
+            f"initialized server data directory {result['data_dir']} with defaults (listen "
+            f"{result['listen']}, embedded mode); `{server_command(root, 'init --help')}` shows the options"
+        )
+    return root
+
+
+def server_command(root: Path, command: str) -> str:
+    """`ivoai server [--data-dir ROOT] COMMAND` as it works when pasted into a fresh shell.
+
+    The program is `ivoai.common.command.ivoai_command()` (bare `ivoai` only when PATH finds this
+    installation); `--data-dir` is given only when ROOT is not the default.
+    """
+    import shlex
+
+    from ivoai.common.command import ivoai_command
     from ivoai.common.paths import xdg_paths
 
-    return xdg_paths().server_data_dir
+    default = root.absolute() == xdg_paths().server_data_dir.absolute()
+    where = "" if default else f"--data-dir {shlex.quote(str(root.absolute()))} "
+    return f"{ivoai_command()} server {where}{command}"

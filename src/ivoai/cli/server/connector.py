@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ivoai.cli._output import info, print_json, print_table
-from ivoai.cli.server import data_dir_from
+from ivoai.cli.server import data_dir_from, server_command
 
 if TYPE_CHECKING:
     from ivoai.server.context.ingest import IngestProgress
@@ -49,7 +49,7 @@ def add_command(
         print_json(row.model_dump(mode="json"))
     else:
         info(f"connector {row.name} ({row.type}) added for {row.path}")
-        info(f"next: ivoai server ingest --connector {row.name}")
+        info(f"next: {server_command(data_dir_from(ctx), 'ingest --connector ' + row.name)}")
 
 
 @app.command("list")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from ivoai.cli._output import info, print_json, print_kv
-from ivoai.cli.server import data_dir_from
+from ivoai.cli.server import data_dir_from, server_command
 
 
 def init_command(
@@ -26,13 +27,14 @@ def init_command(
     """Create the server data directory (0700) and config.toml; safe to re-run."""
     from ivoai.server.gateway.lifecycle import init_server
 
-    result = init_server(data_dir_from(ctx), listen=listen, public_url=public_url, mode=mode)
+    root = data_dir_from(ctx, initialize=False)
+    result = init_server(root, listen=listen, public_url=public_url, mode=mode)
     if json_out:
         print_json(result)
         return
     info(f"server data directory ready: {result['data_dir']}")
     info(f"config: {result['config']} ({'created' if result['config_created'] else 'kept'})")
-    info("next: ivoai server start   (then: ivoai server enrollment create)")
+    info(f"next: {server_command(root, 'start')}   (then: {server_command(root, 'enrollment create')})")
 
 
 def start_command(
@@ -76,25 +78,68 @@ def start_command(
 def status_command(
     ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")
 ) -> None:
-    """Show the server's configuration, process and health."""
+    """Show the server's configuration, process and health (never creates anything)."""
     from ivoai.server.datadir import ServerDataDir
     from ivoai.server.gateway.status import server_status
 
-    data = ServerDataDir(data_dir_from(ctx))  # status never creates anything
-    status = server_status(data)
+    root = data_dir_from(ctx, initialize=False)
+    status = server_status(ServerDataDir(root))
     if json_out:
         print_json(status)
         return
-    print_kv(
-        [
-            ("data_dir", status["data_dir"]),
-            ("initialized", status["initialized"]),
-            ("listen", status["listen"]),
-            ("public_url", status["public_url"]),
-            ("running", status["running"]),
-            ("ready", (status.get("ready") or {}).get("body", {}) if status["running"] else "-"),
-            ("open enrollment codes", status["enrollment"]["open_codes"]),
-            ("active clients", status["enrollment"]["active_clients"]),
-            ("web grants", status["web_access"]["active_grants"]),
-        ]
+    print_kv(_status_lines(status, root))
+
+
+def _probe_text(probe: dict[str, Any] | None) -> str:
+    if not probe:
+        return "-"
+    if "error" in probe:
+        return f"unreachable ({probe['error']})"
+    body: dict[str, Any] = probe["body"] if isinstance(probe.get("body"), dict) else {}
+    text = str(body.get("status") or f"HTTP {probe.get('status_code')}")
+    checks: dict[str, Any] = body["checks"] if isinstance(body.get("checks"), dict) else {}
+    parts = []
+    for name, check in sorted(checks.items()):
+        if isinstance(check, dict):
+            detail = check.get("error") or (
+                f"{check['documents']} documents" if "documents" in check else check.get("status")
+            )
+            parts.append(f"{name} {detail}")
+    return f"{text} ({', '.join(parts)})" if parts else text
+
+
+def _status_lines(status: dict[str, Any], root: Path) -> list[tuple[str, str]]:
+    """`server status` as readable `key: value` lines (the JSON document has every field)."""
+    initialized = (
+        "yes"
+        if status["initialized"]
+        else f"no (`{server_command(root, 'init')}` creates it; any other server command does too)"
     )
+    web = status["web_access"]
+    lines = [
+        ("data dir", status["data_dir"]),
+        ("initialized", initialized),
+        ("listen", status["listen"]),
+        ("public url", status["public_url"]),
+        ("tls", "on" if status["tls"] else "off"),
+        ("trusted proxies", ", ".join(status["trusted_proxies"]) or "none"),
+        ("re-ingest every", f"{status['reingest_interval_seconds']} s"),
+    ]
+    if status["running"]:
+        lines += [
+            ("running", f"yes, pid {status['pid']} at {status['url']}"),
+            ("health", _probe_text(status.get("health"))),
+            ("ready", _probe_text(status.get("ready"))),
+        ]
+    else:
+        lines.append(("running", f"no (`{server_command(root, 'start')}` runs it)"))
+    lines += [
+        ("open enrollment codes", str(status["enrollment"]["open_codes"])),
+        ("active clients", str(status["enrollment"]["active_clients"])),
+        (
+            "web access",
+            f"{web['active_grants']} grant(s), {web['open_activation_codes']} open activation code(s), "
+            f"{web['registered_clients']} registered client(s)",
+        ),
+    ]
+    return lines

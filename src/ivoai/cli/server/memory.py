@@ -40,8 +40,11 @@ def _service(ctx: typer.Context) -> Iterator[MemoryService]:
         service.close()
 
 
-def _read_input(file: str | None) -> str:
+def _read_input(file: str | None, prompt: str) -> str:
+    """The document from `--file`, or standard input (on a terminal, `prompt` says what to type)."""
     if file is None or file == "-":
+        if sys.stdin.isatty():
+            info(f"{prompt}; end with Ctrl-D on an empty line (Ctrl-C cancels)")
         data = sys.stdin.buffer.read(DOC_MAX_BYTES + 1)
         source = "standard input"
     else:
@@ -155,9 +158,16 @@ def write_command(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Write a new version of a page from a file or standard input."""
+    from ivoai.server.memory._frontmatter import split_frontmatter
     from ivoai.server.memory.documents import write_document
 
-    text = _read_input(file)
+    text = _read_input(file, "type the page in Markdown (a frontmatter block is allowed)")
+    if not split_frontmatter(text)[1].strip():
+        where = "standard input" if file in (None, "-") else f"--file {file}"
+        raise UsageError(
+            f"refusing to write an empty page: {where} gave no body; nothing was written "
+            "(pipe the Markdown in, give --file PATH, or run it in a terminal to type it)"
+        )
     overrides: dict[str, Any] = {
         k: v
         for k, v in {
@@ -261,7 +271,7 @@ def hook_command(
 
     from ivoai.common.errors import ValidationError
 
-    text = _read_input(file)
+    text = _read_input(file, "paste one JSON event or {\"events\": [...]}")
     try:
         payload = json.loads(text)
     except ValueError as exc:

@@ -252,7 +252,13 @@ def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
         from ivoai.client.knowledge.router import READ_TOOLS, STATUS_TOOL
 
         args = mcp_render.codex_mcp_args(session.router.url, {*READ_TOOLS, STATUS_TOOL})
-        args += mcp_render.codex_instruction_args()
+        from ivoai.client.agents.codex_instructions import merged_instructions
+
+        # Appended to the user's own developer_instructions, which a plain override would replace.
+        instruction = merged_instructions(
+            mcp_render.RESEARCH_ORDER_INSTRUCTION, session.env, session.args.client_args
+        )
+        args += mcp_render.codex_instruction_args(instruction)
         return args, {mcp_render.TOKEN_ENV: session.router.token}
     import json
 
@@ -287,6 +293,26 @@ def _skills(session: _Session) -> Any:
     from ivoai.client.skills.attach import prepare
 
     return prepare(session.spec.name, session.args.skills, session.runtime_dir())
+
+
+def _with_skills(session: _Session, knowledge_args: list[str], skills: Any) -> list[str]:
+    """`knowledge_args` plus the `--skill` attachment.
+
+    Codex keeps one `developer_instructions` string: with a router the skill list extends ivoai's
+    research-order instruction (already merged with the user's own value); without one it is merged
+    with the user's own value here, so `--skill` never replaces what the user configured.
+    """
+    from ivoai.client.skills.attach import merge_args
+
+    prefix = "developer_instructions="
+    has_instruction = any(a.startswith(prefix) for a in knowledge_args)
+    if skills.instruction is None or has_instruction or session.spec.mcp_style != "codex-flags":
+        return merge_args(knowledge_args, skills)
+    from ivoai.client.agents import mcp_render
+    from ivoai.client.agents.codex_instructions import merged_instructions
+
+    text = merged_instructions(skills.instruction, session.env, session.args.client_args)
+    return [*knowledge_args, *mcp_render.codex_instruction_args(text)]
 
 
 def _codex_home(env: Mapping[str, str]) -> str:
@@ -331,9 +357,7 @@ def run_launch(
             knowledge_args, knowledge_env = _knowledge_args(session)
             extras = _session_extras(session)  # issue 18: user MCP servers + memory hooks, process-local
             if skills is not None:
-                from ivoai.client.skills.attach import merge_args
-
-                knowledge_args = merge_args(knowledge_args, skills)
+                knowledge_args = _with_skills(session, knowledge_args, skills)
             extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **extras.env, **provider_env}
             client_args = [*knowledge_args, *extras.args, *provider_args, *args.client_args]
             if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH

@@ -12,7 +12,8 @@ MCP servers from their primary session. (Background workers, which must not see 
 are the place for it.)
 
 The research-order instruction (memory, then context, then the web) travels process-locally:
-Codex `-c developer_instructions=…`, Claude `--append-system-prompt …`.
+Codex `-c developer_instructions=…` (appended to the user's own value, see `codex_instructions`),
+Claude `--append-system-prompt …`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ivoai.client.config.errors import ConfigError, ConfigSchemaError
-from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION
+from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION, KNOWN_KEYS, value_problems
 from ivoai.common.fsio import read_private_file_or_none
 from ivoai.common.limits import CONFIG_MAX_BYTES
 from ivoai.common.paths import XdgPaths, xdg_paths
@@ -56,8 +56,34 @@ def check_schema(path: Path, value: object) -> int:
     return value
 
 
-def parse_config_text(path: Path, text: str) -> dict[str, Any]:
-    """Parse TOML text with tomllib; errors name the file and line."""
+def known_value_error(path: Path, problems: list[tuple[str, str]]) -> ConfigError:
+    """One error naming the file, each bad key with its allowed values, and the fix."""
+    keys = [key for key, _ in problems]
+    if len(keys) == 1 and keys[0] in KNOWN_KEYS:
+        fix = f"fix: ivoai config set {keys[0]} VALUE"
+    elif all(key in KNOWN_KEYS for key in keys):
+        fix = "fix: ivoai config set KEY VALUE for each"
+    else:
+        fix = "fix it in the file"
+    return ConfigError(f"{path}: {'; '.join(why for _, why in problems)} ({fix})")
+
+
+def check_known_values(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a document whose known keys hold values ivoai does not accept (file, key and choices named).
+
+    Raises:
+        ConfigError: e.g. `PATH: compression.provider must be one of: caveman, headroom, direct (fix: …)`.
+    """
+    problems = value_problems(data)
+    if problems:
+        raise known_value_error(path, problems)
+
+
+def parse_config_text(path: Path, text: str, *, check_values: bool = True) -> dict[str, Any]:
+    """Parse TOML text with tomllib; errors name the file and line (or the key with a bad value).
+
+    `check_values=False` skips the check of known keys' values (a writer about to replace one).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -71,6 +97,8 @@ def parse_config_text(path: Path, text: str) -> dict[str, Any]:
         last = max(len(text.splitlines()), 1)
         raise toml_error(path, message.replace("(at end of document)", "").strip(), last, None) from None
     check_schema(path, data.get("schema"))
+    if check_values:
+        check_known_values(path, data)
     return data
 
 

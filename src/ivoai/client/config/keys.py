@@ -61,6 +61,23 @@ class KeySpec:
         return raw
 
 
+    def problem(self, value: object) -> str | None:
+        """Why a value read from config.toml is not allowed (naming the allowed values), or None.
+
+        The value itself is never echoed: config files may hold secrets in the wrong place.
+        """
+        if self.choices:
+            if isinstance(value, str) and value in self.choices:
+                return None
+            return f"{self.key} must be one of: {', '.join(self.choices)}"
+        if self.int_range is not None:
+            lo, hi = self.int_range
+            if isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi:
+                return None
+            return f"{self.key} must be an integer {lo}..{hi}"
+        return None if isinstance(value, str) else f"{self.key} must be a string"
+
+
 KNOWN_KEYS: dict[str, KeySpec] = {
     spec.key: spec
     for spec in (
@@ -83,6 +100,47 @@ KNOWN_KEYS: dict[str, KeySpec] = {
 INTERNAL_KEYS: dict[str, str] = {
     "compression.source": "set compression.provider instead (ivoai records compression.source itself)",
 }
+INTERNAL_CHOICES: dict[str, tuple[str, ...]] = {"compression.source": COMPRESSION_SOURCES}
+
+
+def value_problems(data: dict[str, object]) -> list[tuple[str, str]]:
+    """(key, why) for every known or internal key of a parsed config.toml whose value is not allowed.
+
+    A known section that is not a table gives (section, why).
+    """
+    problems: list[tuple[str, str]] = []
+    specs: dict[str, tuple[str, ...] | KeySpec] = {**KNOWN_KEYS, **INTERNAL_CHOICES}
+    for key, spec in sorted(specs.items()):
+        section_name, name = key.split(".", 1)
+        section = data.get(section_name)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            problem = (section_name, f"`{section_name}` must be a table")
+            if problem not in problems:
+                problems.append(problem)
+            continue
+        if name not in section:
+            continue
+        if isinstance(spec, KeySpec):
+            found = spec.problem(section[name])
+        else:
+            found = None if section[name] in spec else f"{key} must be one of: {', '.join(spec)}"
+        if found:
+            problems.append((key, found))
+    return problems
+
+
+def without_keys(data: dict[str, object], keys: set[str]) -> dict[str, object]:
+    """A copy of a parsed document without the given dotted keys (or whole sections)."""
+    out: dict[str, object] = {}
+    for name, value in data.items():
+        if name in keys:
+            continue
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if f"{name}.{k}" not in keys}
+        out[name] = value
+    return out
 
 
 def key_spec(key: str) -> KeySpec:

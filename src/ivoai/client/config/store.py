@@ -19,8 +19,14 @@ from tomlkit.items import Table
 from tomlkit.toml_document import TOMLDocument
 
 from ivoai.client.config.errors import ConfigError
-from ivoai.client.config.fast import check_schema, decode_config_bytes, parse_config_text, toml_error
-from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION, KNOWN_KEYS, key_spec
+from ivoai.client.config.fast import (
+    check_schema,
+    decode_config_bytes,
+    known_value_error,
+    parse_config_text,
+    toml_error,
+)
+from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION, KNOWN_KEYS, key_spec, value_problems, without_keys
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
 from ivoai.common.limits import AUTO_WORKERS_MAX, CONFIG_MAX_BYTES
 from ivoai.common.paths import XdgPaths, xdg_paths
@@ -86,18 +92,20 @@ def _project(path: Path, data: dict[str, Any]) -> ClientConfig:
         raise ConfigError(f"{path}: {loc}: {err['msg']}") from None
 
 
-def _parse(paths: XdgPaths, raw: bytes | None) -> LoadedConfig:
+def _parse(paths: XdgPaths, raw: bytes | None, *, check_values: bool = True) -> LoadedConfig:
     path = paths.config_file
     if raw is None:
         return LoadedConfig(tomlkit.document(), ClientConfig(), exists=False)
     text = decode_config_bytes(path, raw)
     # tomllib first: its messages are uniform and it is the reader the launch path uses.
-    data = parse_config_text(path, text)
+    data = parse_config_text(path, text, check_values=check_values)
     try:
         doc = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
         raise toml_error(path, "unsupported TOML", exc.line, exc.col) from None
-    return LoadedConfig(doc, _project(path, data), exists=True)
+    # Without the value check (a writer repairing a bad value) the projection is not built: the
+    # writer validates its result instead.
+    return LoadedConfig(doc, _project(path, data) if check_values else ClientConfig(), exists=True)
 
 
 def _read_raw(paths: XdgPaths) -> bytes | None:
@@ -149,13 +157,21 @@ def update_config(mutate: Callable[[TOMLDocument], None], paths: XdgPaths | None
     """
     paths = paths or xdg_paths()
     with file_lock(paths.config, paths.config / ".config.toml.lock"):
-        loaded = load(paths)
+        # A bad value of a known key must not stop `config set` from repairing it; the result is checked.
+        loaded = _parse(paths, _read_raw(paths), check_values=False)
         doc = loaded.document
         if "schema" not in doc:
             doc = _with_schema_first(doc)
+        before = value_problems(doc.unwrap())
         mutate(doc)
         text = tomlkit.dumps(doc)
-        new = _project(paths.config_file, parse_config_text(paths.config_file, text))
+        data = parse_config_text(paths.config_file, text, check_values=False)
+        # A write may not add a bad value; one already in the file (being repaired key by key) may stay.
+        after = value_problems(data)
+        added = [p for p in after if p not in before]
+        if added:
+            raise known_value_error(paths.config_file, added)
+        new = _project(paths.config_file, without_keys(data, {key for key, _ in after}))
         remove_stale_staging(paths.config, paths.config_file)
         atomic_write(paths.config, paths.config_file, text.encode("utf-8"))
         return new

@@ -3,6 +3,8 @@
 Pure state with an injectable clock. After `threshold` consecutive failures the breaker opens for
 `open_seconds`; while open, calls are refused without touching the network. When the period ends
 one trial call is let through (half-open): success closes the breaker, failure opens it again.
+The breaker keeps the last failure's reason, so a refusal while it is open can still name the
+first cause (connection refused, timeout) instead of only "circuit open".
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class CircuitBreaker:
     clock: Callable[[], float] = time.monotonic
     failures: int = 0
     opened_at: float | None = None
+    last_error: str | None = None
     _trial_in_flight: bool = field(default=False, repr=False)
 
     @property
@@ -49,11 +52,15 @@ class CircuitBreaker:
     def record_success(self) -> None:
         self.failures = 0
         self.opened_at = None
+        self.last_error = None
         self._trial_in_flight = False
 
-    def record_failure(self) -> None:
+    def record_failure(self, reason: str | None = None) -> None:
+        """Count one failure; `reason` (one line, no secret) is kept for refusals while open."""
         self._trial_in_flight = False
         self.failures += 1
+        if reason:
+            self.last_error = reason
         if self.failures >= self.threshold or self.opened_at is not None:
             self.opened_at = self.clock()
 
@@ -62,3 +69,8 @@ class CircuitBreaker:
         if self.opened_at is None:
             return 0.0
         return max(0.0, self.open_seconds - (self.clock() - self.opened_at))
+
+    def refusal(self) -> str:
+        """Why a call is not sent now: the last failure, and when the next trial is allowed."""
+        cause = self.last_error or "failed"
+        return f"{cause} (circuit open: not retried for {self.retry_after():.0f}s)"

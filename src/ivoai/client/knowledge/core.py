@@ -133,7 +133,7 @@ class KnowledgeRouter:
             try:
                 tools = await conn.list_tools(deadline)
             except UpstreamCallError as exc:
-                member.breaker.record_failure()
+                member.breaker.record_failure(str(exc))
                 log.debug("tools/list from %s failed: %s", member.profile.alias, exc)
                 return
             member.breaker.record_success()
@@ -234,6 +234,7 @@ class KnowledgeRouter:
                             "origin": p.origin,
                             "breaker": self._members[p.id].breaker.state,
                             "failures": self._members[p.id].breaker.failures,
+                            "last_error": self._members[p.id].breaker.last_error,
                         }
                         for p in s.members
                     ],
@@ -306,9 +307,8 @@ class KnowledgeRouter:
             return error_result(f"{name}: the primary of {source.id} ({primary.alias}) has no {kind} service")
         if not member.breaker.allow():
             return error_result(
-                f"{name} not sent: the primary of {source.id} ({primary.alias}) is unavailable "
-                f"(circuit open for "
-                f"{member.breaker.retry_after():.0f}s more); writes never go to a standby",
+                f"{name} not sent: the primary of {source.id} ({primary.alias}) is unavailable: "
+                f"{member.breaker.refusal()}; writes never go to a standby",
                 knowledge_source=source.id,
                 sent=False,
             )
@@ -324,7 +324,7 @@ class KnowledgeRouter:
                     sent=True,
                     applied=False,
                 )
-            member.breaker.record_failure()
+            member.breaker.record_failure(str(exc))
             if exc.sent:
                 return error_result(
                     f"{name} outcome uncertain at {source.id} ({primary.alias}): {exc}. "
@@ -356,7 +356,7 @@ class KnowledgeRouter:
                 if conn is None:
                     continue
                 if not member.breaker.allow():
-                    errors.append(f"{profile.alias}: circuit open")
+                    errors.append(f"{profile.alias}: {member.breaker.refusal()}")
                     status = "breaker_open" if status == "unavailable" else status
                     continue
                 remaining = max(0.001, scope.deadline - anyio.current_time())
@@ -367,7 +367,7 @@ class KnowledgeRouter:
                     if exc.answered:
                         member.breaker.record_success()
                         return SourceOutcome(source.id, source.alias, "error", profile.alias, error=str(exc))
-                    member.breaker.record_failure()
+                    member.breaker.record_failure(str(exc))
                     errors.append(f"{profile.alias}: {exc}")
                     status = "timeout" if exc.timeout else "unavailable"
                     continue
@@ -399,6 +399,7 @@ class KnowledgeRouter:
                 f"{name}: {only.source_id} did not answer ({only.error})",
                 knowledge_source=only.source_id,
                 status=only.status,
+                cause=only.error,
             )
         limit = args.get("limit")
         return merge_results(list(outcomes.values()), limit=limit if isinstance(limit, int) else None)

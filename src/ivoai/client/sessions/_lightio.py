@@ -37,11 +37,16 @@ def open_private_dirs(root: str, *parts: str) -> int:
     Raises:
         UnsafePathError: a component is a symlink, not a directory, foreign-owned or not 0700.
     """
-    os.makedirs(os.path.dirname(root), exist_ok=True)
-    try:  # noqa: SIM105 - contextlib is not loaded on the launch path
-        os.mkdir(root, 0o700)
-    except FileExistsError:
-        pass
+    missing = []  # the root and any missing ancestors, created 0700 (XDG), not os.makedirs' 0755
+    current = os.path.abspath(root)
+    while not os.path.lexists(current) and os.path.dirname(current) != current:
+        missing.append(current)
+        current = os.path.dirname(current)
+    for directory in reversed(missing):
+        try:  # noqa: SIM105 - contextlib is not loaded on the launch path
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
     try:
         fd = os.open(root, _DIR_FLAGS)
     except OSError as exc:

@@ -31,6 +31,7 @@ from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.tools import (
     RESEARCH_ORDER,
     UNTRUSTED,
+    IvoaiMCPServer,
     add_chatgpt_tools,
     add_context_tools,
     add_memory_tools,
@@ -126,7 +127,7 @@ def _mount(server: MCPServer[Any], *, stateless: bool) -> McpMount:
 
 def native_context_mount(hub: ServiceHub) -> McpMount:
     """`/v1/mcp/context`: the four context tools."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = IvoaiMCPServer(
         "ivoai-context",
         version=__version__,
         instructions=f"{RESEARCH_ORDER} {UNTRUSTED}",
@@ -138,7 +139,7 @@ def native_context_mount(hub: ServiceHub) -> McpMount:
 
 def native_memory_mount(hub: ServiceHub) -> McpMount:
     """`/v1/memory/mcp`: the memory tools."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = IvoaiMCPServer(
         "ivoai-memory", version=__version__, instructions=RESEARCH_ORDER, log_level="WARNING"
     )
     add_memory_tools(server, hub)
@@ -147,7 +148,7 @@ def native_memory_mount(hub: ServiceHub) -> McpMount:
 
 def web_mount(hub: ServiceHub) -> McpMount:
     """`/mcp`: one connector URL for ChatGPT and Claude on the web."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = IvoaiMCPServer(
         "ivoai",
         version=__version__,
         instructions=WEB_INSTRUCTIONS,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 
+from ivoai.common.command import ivoai_command
 from ivoai.common.errors import IvoaiError, UsageError
 from ivoai.common.limits import GATEWAY_DEFAULT_PORT
 from ivoai.server.context.embeddings import Embedder
@@ -209,7 +211,8 @@ def run_quickstart(
         }
         for r in found.get("results", [])
     ]
-    dd = f"--data-dir {data.root}"
+    ivoai = ivoai_command()  # the program as it runs from a fresh shell (bare `ivoai` only when on PATH)
+    dd = f"--data-dir {shlex.quote(str(data.root))}"
     result = QuickstartResult(
         data_dir=str(data.root),
         source=str(root),
@@ -220,12 +223,13 @@ def run_quickstart(
         query=query,
         results=results,
         next_steps=[
-            f"enroll a client: ivoai server {dd} enrollment create   (then on the client: "
-            f"ivoai connect server add NAME --url {server.url} --code-stdin)",
-            f"connect ChatGPT or Claude on the web: ivoai server {dd} web-access create, then add "
-            f"{server.url}/mcp as a connector (needs a public https:// URL: ivoai server start --public-url)",
-            f"search again: ivoai server {dd} context search 'your question'",
-            f"run the server later: ivoai server {dd} start",
+            f"enroll a client: {ivoai} server {dd} enrollment create   (then on the client: "
+            f"{ivoai} connect server add NAME --url {server.url} --code-stdin)",
+            f"connect ChatGPT or Claude on the web: {ivoai} server {dd} web-access create, then add "
+            f"{server.url}/mcp as a connector "
+            f"(needs a public https:// URL: {ivoai} server start --public-url)",
+            f"search again: {ivoai} server {dd} context search 'your question'",
+            f"run the server later: {ivoai} server {dd} start",
         ],
     )
     return result, server

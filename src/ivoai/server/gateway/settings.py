@@ -34,8 +34,8 @@ IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """`HOST:PORT` (`[::1]:7744` for IPv6) -> (host, port).
+def parse_listen(value: str, what: str = "--listen") -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:7744` for IPv6) -> (host, port); `what` names the source in errors.
 
     Raises:
         ValidationError: malformed address or port outside 0..65535.
@@ -45,20 +45,20 @@ def parse_listen(value: str) -> tuple[str, int]:
         host, sep, rest = text[1:].partition("]")
         port_text = rest[1:] if rest.startswith(":") else ""
         if not sep:
-            raise ValidationError(f"--listen: unbalanced brackets in {value!r}")
+            raise ValidationError(f"{what}: unbalanced brackets in {value!r}")
     else:
         host, _, port_text = text.rpartition(":")
     if not host or not port_text.isdigit():
         raise ValidationError(
-            f"--listen: expected HOST:PORT (for example {GATEWAY_DEFAULT_LISTEN}), got {value!r}"
+            f"{what}: expected HOST:PORT (for example {GATEWAY_DEFAULT_LISTEN}), got {value!r}"
         )
     port = int(port_text)
     if not 0 <= port <= 65535:
-        raise ValidationError(f"--listen: port must be 0..65535, got {port}")
+        raise ValidationError(f"{what}: port must be 0..65535, got {port}")
     return host, port
 
 
-def normalize_public_url(value: str) -> str:
+def normalize_public_url(value: str, what: str = "--public-url") -> str:
     """A canonical origin `scheme://host[:port]` (lower-case, no path, query, fragment or userinfo).
 
     Raises:
@@ -66,13 +66,13 @@ def normalize_public_url(value: str) -> str:
     """
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError(f"--public-url: expected https://HOST[:PORT], got {value!r}")
+        raise ValidationError(f"{what}: expected https://HOST[:PORT], got {value!r}")
     if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
         raise ValidationError(
-            f"--public-url: must be a bare origin without path, query or credentials: {value!r}"
+            f"{what}: must be a bare origin without path, query or credentials: {value!r}"
         )
     if parts.scheme == "http" and not is_loopback_host(parts.hostname):
-        raise ValidationError("--public-url: plain http is allowed only for a loopback host; use https://")
+        raise ValidationError(f"{what}: plain http is allowed only for a loopback host; use https://")
     host = parts.hostname.lower()
     if ":" in host:
         host = f"[{host}]"
@@ -148,7 +148,9 @@ class GatewaySettings:
             )
 
 
-def parse_proxies(values: list[str] | tuple[str, ...]) -> tuple[IpNetwork, ...]:
+def parse_proxies(
+    values: list[str] | tuple[str, ...], what: str = "--trusted-proxy"
+) -> tuple[IpNetwork, ...]:
     """CIDR strings -> networks.
 
     Raises:
@@ -160,7 +162,7 @@ def parse_proxies(values: list[str] | tuple[str, ...]) -> tuple[IpNetwork, ...]:
             out.append(ipaddress.ip_network(value.strip(), strict=False))
         except ValueError:
             raise ValidationError(
-                f"--trusted-proxy: {value!r} is not an IP network like 10.0.0.0/8"
+                f"{what}: {value!r} is not an IP network like 10.0.0.0/8"
             ) from None
     return tuple(out)
 
@@ -250,7 +252,8 @@ def load_settings(data_dir: ServerDataDir) -> GatewaySettings:
             raise ValidationError(f"{data_dir.config_file}: server.{key} must be a list of strings")
         return list(value)
 
-    host, port = parse_listen(get_str("listen", GATEWAY_DEFAULT_LISTEN))
+    where = f"{data_dir.config_file}: server"
+    host, port = parse_listen(get_str("listen", GATEWAY_DEFAULT_LISTEN), f"{where}.listen")
     public = get_str("public_url")
     interval = table.get("reingest_interval_seconds", REINGEST_INTERVAL_DEFAULT_SECONDS)
     if not isinstance(interval, int) or isinstance(interval, bool):
@@ -259,10 +262,12 @@ def load_settings(data_dir: ServerDataDir) -> GatewaySettings:
     return GatewaySettings(
         listen_host=host,
         listen_port=port,
-        public_url=normalize_public_url(public) if public else "",
-        trusted_proxies=parse_proxies(get_list("trusted_proxies")),
+        public_url=normalize_public_url(public, f"{where}.public_url") if public else "",
+        trusted_proxies=parse_proxies(get_list("trusted_proxies"), f"{where}.trusted_proxies"),
         tls_cert=Path(cert) if cert else None,
         tls_key=Path(key) if key else None,
         reingest_interval_seconds=interval,
-        allowed_origins=tuple(normalize_public_url(o) for o in get_list("allowed_origins")),
+        allowed_origins=tuple(
+            normalize_public_url(o, f"{where}.allowed_origins") for o in get_list("allowed_origins")
+        ),
     )

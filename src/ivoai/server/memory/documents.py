@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ivoai.common.fsio import atomic_write, ensure_private_dir
 from ivoai.server.memory._frontmatter import render_page, split_frontmatter
-from ivoai.server.memory.errors import MemoryNotFoundError
+from ivoai.server.memory.errors import MemoryNotFoundError, MemoryValidationError
 from ivoai.server.memory.models import Frontmatter, WriteResult, parse_model
 from ivoai.server.memory.service import MemoryService
 
@@ -71,6 +71,8 @@ def write_document(
         MemoryConflictError: `expected_version` is stale.
     """
     fields, body = split_frontmatter(text)
+    if not body.strip():
+        raise MemoryValidationError(f"{path}: the page body is empty; nothing was written")
     updates = {**(fields or {}), **(overrides or {})}
     frontmatter: Frontmatter | None = None
     if updates:
