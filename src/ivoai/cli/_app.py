@@ -27,6 +27,10 @@ COMMANDS: Registry = {
     "knowledge": ("ivoai.cli.knowledge:app", "Search enrolled knowledge sources through a router."),
     "session": ("ivoai.cli.session:app", "Launched sessions: list, show, stop."),
     "monitor": ("ivoai.cli.session:monitor_command", "Live sessions and compression results."),
+    # components (issue 17)
+    "setup": ("ivoai.cli.setup:setup_command", "Install or repair the pinned components."),
+    "update": ("ivoai.cli.update:update_command", "Update components and state; --rollback undoes it."),
+    "uninstall": ("ivoai.cli.uninstall:uninstall_command", "Remove ivoai's files, keep yours."),
 }
 
 app = typer.Typer(
