@@ -32,7 +32,10 @@ from ivoai.core import ComponentMatrix, ComponentStatus
 DOCTOR_SCHEMA_VERSION = 1
 
 # Add one line per subsystem that can describe its components.
-PROVIDERS: tuple[str, ...] = ("ivoai.client.agents.probes:component_statuses",)
+PROVIDERS: tuple[str, ...] = (
+    "ivoai.client.agents.probes:component_statuses",
+    "ivoai.client.components.status:component_statuses",  # managed pins (issue 17)
+)
 
 # Components doctor always lists; a row stays `not_probed` until some provider reports on it.
 EXPECTED_COMPONENTS: tuple[tuple[str, str], ...] = (
@@ -346,4 +349,12 @@ def collect_status(paths: XdgPaths | None = None, *, cwd: Path | None = None) ->
         "config": config,
         "secrets": {"count": secrets.get("count")},
         "ownership": {"count": len(ownership.get("entries", []))},
+        "executables": _executables(paths),
     }
+
+
+def _executables(paths: XdgPaths) -> dict[str, Any]:
+    """Which codex/claude/headroom/caveman-proxy a session would run: managed pin or PATH (issue 17)."""
+    from ivoai.client.components.status import executable_origins
+
+    return executable_origins(paths)

@@ -68,20 +68,25 @@ def stage(pin: Pin, ctx: InstallContext) -> Path:
     if is_complete(final, pin):
         return final
     base = ensure_private_dir(ctx.paths.data, components_dir(ctx.paths) / pin.name)
-    staging = base / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+    if final.exists():
+        shutil.rmtree(final)  # an incomplete or tampered generation of the same pin
+    # A Python venv is not relocatable (its scripts name its interpreter by absolute path), so pip
+    # components are built in place; the marker, written last, is what makes a generation complete.
+    in_place = pin.component.kind == "pip"
+    staging = final if in_place else base / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
     staging.mkdir(mode=0o700)
     try:
         STAGERS[pin.component.kind](pin, ctx, staging)
         missing = [rel for rel in pin.required if not (staging / rel).exists()]
         if missing:
             raise InstallerError(f"{pin.name}: the install lacks {', '.join(missing)}")
+        if not in_place:
+            os.rename(staging, final)
         marker = {"name": pin.name, "version": pin.version, "digest": pin.digest, "installed_at": now()}
-        (staging / MARKER).write_text(json.dumps(marker, sort_keys=True) + "\n", encoding="utf-8")
-        if final.exists():
-            shutil.rmtree(final)  # an incomplete or tampered generation of the same pin
-        os.rename(staging, final)
+        (final / MARKER).write_text(json.dumps(marker, sort_keys=True) + "\n", encoding="utf-8")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
         raise
     return final
 

@@ -44,6 +44,10 @@ class InstallContext:
     env: Mapping[str, str]
     offline: bool = False
     npm_cache: Path | None = None  # default: $XDG_CACHE_HOME/ivoai/npm
+    # A registry mirror: npm rewrites the lock's registry.npmjs.org URLs to it and still checks every
+    # tarball against the lock's integrity (tests point it at a loopback server).
+    npm_registry: str = NPM_REGISTRY
+    npm_fetch_retries: int | None = None  # None: npm's default (2 retries with back-off)
     wheelhouse: Path | None = None  # a directory of wheels (pip --no-index --find-links)
     python: str = sys.executable  # the interpreter Headroom's private venv is created with
     progress: Callable[[str], None] = field(default=_noop)
@@ -104,12 +108,14 @@ def stage_npm(pin: Pin, ctx: InstallContext, dest: Path) -> None:
         "--no-fund",
         "--omit=dev",
         "--loglevel=error",
-        f"--registry={NPM_REGISTRY}",
+        f"--registry={ctx.npm_registry}",
         "--cache",
         str(ctx.npm_cache_dir()),
     ]
     if ctx.offline:
         argv.append("--offline")
+    if ctx.npm_fetch_retries is not None:
+        argv.append(f"--fetch-retries={ctx.npm_fetch_retries}")
     ctx.progress(f"{pin.name}: npm ci (lifecycle scripts disabled, integrity checked)")
     home = _home(dest)
     try:
@@ -121,6 +127,12 @@ def stage_npm(pin: Pin, ctx: InstallContext, dest: Path) -> None:
             log=dest / INSTALL_LOG,
             what=f"npm ci for {pin.name}",
         )
+    except InstallerError:
+        if "EINTEGRITY" in _read_tail(dest / INSTALL_LOG):
+            raise IntegrityError(
+                f"{pin.name}: a downloaded tarball does not match the lock's integrity; npm refused it"
+            ) from None
+        raise
     finally:
         shutil.rmtree(home, ignore_errors=True)
     _check_npm_version(pin, dest)
@@ -144,6 +156,8 @@ def stage_pip(pin: Pin, ctx: InstallContext, dest: Path) -> None:
         InstallerError: venv creation or pip fails.
     """
     lock = read_pip_lock(pin)
+    if ctx.offline and ctx.wheelhouse is None:
+        raise DownloadError(f"{pin.name}: offline setup needs --wheelhouse DIR with the pinned wheels")
     _write(dest / "requirements.lock", lock)
     home = _home(dest)
     env = installer_env(ctx.env, home)
@@ -164,8 +178,6 @@ def stage_pip(pin: Pin, ctx: InstallContext, dest: Path) -> None:
             if ctx.wheelhouse is not None
             else ["--index-url", PYPI_INDEX]
         )
-        if ctx.offline and ctx.wheelhouse is None:
-            raise DownloadError(f"{pin.name}: offline setup needs --wheelhouse DIR with the pinned wheels")
         ctx.progress(f"{pin.name}: pip install --require-hashes (wheels only)")
         try:
             run_installer(

@@ -19,6 +19,7 @@ the report says which failed and why.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +117,11 @@ def ensure(
     engine.remove_abandoned_staging(ctx, pin.name)
     install = engine.generation_dir(ctx, pin)
     complete = engine.is_complete(install, pin)
-    choice = engine.choose_node(pin, ctx, manifest, node_cache)
+    if entry is not None and entry.node and os.access(entry.node, os.X_OK) and engine.needs_node(pin):
+        # The repair path: the Node chosen at install time is still there; it is not re-probed.
+        choice = engine.NodeChoice(entry.node, "recorded", "the Node recorded at install time")
+    else:
+        choice = engine.choose_node(pin, ctx, manifest, node_cache)
     result.node, result.node_source = choice.path, choice.source
     if choice.pin is not None:
         _record_node(choice.pin, ctx, state)
