@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ivoai.client.compression import headroom
 from ivoai.client.components.manifest import load_manifest
 from ivoai.client.components.setup import run_setup
+from ivoai.client.compression import headroom
 from ivoai.common.paths import XdgPaths
 from tests.client.components.helpers import context
 from tests.conftest import REPO_ROOT

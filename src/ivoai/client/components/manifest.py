@@ -320,7 +320,7 @@ def _component(name: str, doc: Any, base: Path, *, allow_loopback: bool = False)
         raise _fail(where, "`required` must be a list of relative paths")
     component = Component(
         name=name,
-        display=_str(doc, "display", where) or name,
+        display=_str(doc, "display", where, required=False) or name,
         kind=kind,
         version=version,
         license=_str(doc, "license", where) or "",
