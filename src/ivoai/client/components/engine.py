@@ -205,13 +205,17 @@ def pre_existing(pin: Pin, ctx: InstallContext) -> list[str]:
 def record_ownership(pin: Pin, ctx: InstallContext, existing: list[str]) -> list[str]:
     """Record managed launchers and the install root, and pre-existing executables; return warnings."""
     manifest = OwnershipManifest(ctx.paths)
+    wanted = [(str(components_dir(ctx.paths) / pin.name), Ownership.MANAGED, "directory")]
+    wanted += [(str(bin_dir(ctx.paths) / lc.name), Ownership.MANAGED, "executable") for lc in pin.launchers]
+    wanted += [(path, Ownership.PRE_EXISTING, "executable") for path in existing]
+    # The repair path: one read when everything is already recorded (no lock, no write).
+    known = {(e.path, e.ownership, e.kind, e.component) for e in manifest.entries()}
     warnings: list[str] = []
-    manifest.record(pin.name, components_dir(ctx.paths) / pin.name, Ownership.MANAGED, kind="directory")
-    for lc in pin.launchers:
-        manifest.record(pin.name, bin_dir(ctx.paths) / lc.name, Ownership.MANAGED)
-    for path in existing:
+    for path, ownership, kind in wanted:
+        if (path, ownership, kind, pin.name) in known:
+            continue
         try:
-            manifest.record(pin.name, path, Ownership.PRE_EXISTING)
+            manifest.record(pin.name, path, ownership, kind=kind)
         except IvoaiError as exc:  # e.g. recorded under another component: keep going, say so
             warnings.append(exc.message)
     return warnings

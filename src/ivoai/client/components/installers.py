@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ivoai.client.components.archive import extract
-from ivoai.client.components.download import download, file_sha256
 from ivoai.client.components.errors import DownloadError, InstallerError, IntegrityError
 from ivoai.client.components.locks import read_npm_lock, read_pip_lock
 from ivoai.client.components.manifest import Pin
@@ -234,6 +232,8 @@ def fetch_asset(pin: Pin, ctx: InstallContext) -> Path:
     Raises:
         DownloadError, IntegrityError.
     """
+    from ivoai.client.components.download import download, file_sha256
+
     asset = pin.asset
     assert asset is not None
     cache = ensure_private_dir(ctx.paths.cache, ctx.paths.cache / "downloads")
@@ -259,6 +259,9 @@ def stage_artifact(pin: Pin, ctx: InstallContext, dest: Path) -> None:
     Raises:
         DownloadError, IntegrityError, ArchiveError.
     """
+    from ivoai.client.components.archive import extract
+    from ivoai.client.components.download import file_sha256
+
     asset = pin.asset
     assert asset is not None
     source = fetch_asset(pin, ctx)

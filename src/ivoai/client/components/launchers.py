@@ -62,9 +62,14 @@ def launcher_path(paths: XdgPaths, name: str) -> Path:
 def digest_of(content: bytes | Path) -> str:
     if isinstance(content, bytes):
         return hashlib.sha256(content).hexdigest()
-    from ivoai.client.components.download import file_sha256
-
-    return file_sha256(content)
+    digest = hashlib.sha256()
+    fd = os.open(content, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        while block := os.read(fd, 1 << 20):
+            digest.update(block)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 def installed_digest(paths: XdgPaths, name: str) -> str | None:

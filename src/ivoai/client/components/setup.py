@@ -19,6 +19,7 @@ the report says which failed and why.
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,9 @@ def run_setup(
     with components_lock(ctx.paths):
         recovered = recover(ctx)
         state = read_state(ctx.paths)
+        read_before = copy.deepcopy(state)
+        if not ctx.paths.state.joinpath("components.json").exists():
+            write_state(ctx.paths, state)  # a first setup leaves an (empty) record even if all fail
         node_cache: dict[str, object] = {}
         for name in wanted:
             component = manifest.get(name)
@@ -186,5 +190,7 @@ def run_setup(
                 )
             results.append(result)
             ctx.progress(f"{name}: {result.action}")
-            write_state(ctx.paths, state)
+            if state != read_before:
+                write_state(ctx.paths, state)
+                read_before = copy.deepcopy(state)
     return SetupReport(results, recovered, manifest.test_override)

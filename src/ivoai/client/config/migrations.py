@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-from tomlkit.items import Table
-
 from ivoai.client.config.errors import ConfigError
 from ivoai.common.errors import IvoaiError
 from ivoai.common.jsonio import dumps_bytes
 from ivoai.common.paths import XdgPaths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tomlkit import TOMLDocument
 
 
 class MigrationStepError(IvoaiError):
@@ -93,14 +94,18 @@ class Migration:
 # --- config 1 -> 2: record who chose compression.provider (seed 003, "Configuração e migração") ---
 
 
-def _toml(raw: bytes) -> tomlkit.TOMLDocument:
+def _toml(raw: bytes) -> TOMLDocument:
+    import tomlkit
+
     try:
         return tomlkit.parse(raw.decode("utf-8"))
     except Exception as exc:  # noqa: BLE001 - tomlkit raises several unrelated types
         raise MigrationStepError(f"config.toml does not parse ({type(exc).__name__})") from None
 
 
-def _set_schema(doc: tomlkit.TOMLDocument, version: int) -> tomlkit.TOMLDocument:
+def _set_schema(doc: TOMLDocument, version: int) -> TOMLDocument:
+    import tomlkit
+
     if "schema" in doc:
         doc["schema"] = version
         return doc
@@ -111,6 +116,9 @@ def config_up_2(raw: bytes) -> bytes:
     """Normalize a legacy config: the implicit provider becomes `caveman` recorded as `migration`; a
     provider without a source (v0.6.0's `headroom`) is kept and recorded as `migration`; an explicit
     choice is never replaced. Everything else stays byte for byte."""
+    import tomlkit
+    from tomlkit.items import Table
+
     from ivoai.client.compression.settings import normalize
 
     doc = _toml(raw)
@@ -133,6 +141,9 @@ def config_up_2(raw: bytes) -> bytes:
 def config_down_2(raw: bytes) -> bytes:
     """Back to schema 1: drop the `compression.source = "migration"` that up recorded (a v1 reader
     resolves a provider without a source as `migration` anyway)."""
+    import tomlkit
+    from tomlkit.items import Table
+
     doc = _toml(raw)
     table = doc.get("compression")
     if isinstance(table, Table) and table.get("source") == "migration":
