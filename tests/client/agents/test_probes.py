@@ -39,6 +39,7 @@ def test_doctor_shows_the_launcher_rows(xdg: XdgPaths, monkeypatch: pytest.Monke
 
     monkeypatch.setenv("PATH", f"{tool_path('codex').parent}:/usr/bin:/bin")
     matrix, reports = collect_components(xdg)
-    assert [r.status for r in reports] == ["ok"]
+    assert {r.provider: r.status for r in reports}["ivoai.client.agents.probes:component_statuses"] == "ok"
+    assert all(r.status == "ok" for r in reports)  # and the managed-component rows (issue 17)
     codex = matrix.get("codex", "executor")
     assert codex is not None and codex.implementation == "CodexExecutor" and codex.installed is Fact.YES

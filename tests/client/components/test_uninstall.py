@@ -142,8 +142,10 @@ def test_uninstall_removes_owned_things_only_and_never_opens_a_vendor_login(
     keep = {
         name: installed[name].read_bytes() for name in ("auth", "credentials", "claude_json", "own_codex")
     }
+    env = _env(world)
+    env["PATH"] = f"{installed['own_codex'].parent}{os.pathsep}{env['PATH']}"  # the user's codex is on PATH
     with watch(installed["auth"], installed["credentials"]) as events:
-        proc = run_ivoai("uninstall", "--yes", "--json", env=_env(world))
+        proc = run_ivoai("uninstall", "--yes", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     assert events == [], f"a vendor login was touched: inotify masks {events}"
     for name, data in keep.items():
