@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ivoai.client.components.manifest import DEFAULT_MANIFEST, load_manifest
+from ivoai.client.components.manifest import DEFAULT_MANIFEST, current_target, load_manifest
 from ivoai.client.components.runner import INSTALLER_ENV_ALLOWLIST
 from ivoai.client.components.setup import run_setup
 from ivoai.common.paths import XdgPaths
@@ -28,6 +28,10 @@ pkg = os.path.join("node_modules", "@openai", "codex")
 os.makedirs(os.path.join(pkg, "bin"))
 json.dump({{"version": "0.171.0"}}, open(os.path.join(pkg, "package.json"), "w"))
 open(os.path.join(pkg, "bin", "codex.js"), "w").write("console.log('codex-cli 0.171.0')\\n")
+native = os.path.join("node_modules", "@openai", {platform_pkg!r}, "vendor", "triple", "bin")
+os.makedirs(native)
+for name in ("codex", "codex-code-mode-host"):
+    open(os.path.join(native, name), "w").close()
 """
 SECRETS = {
     "OPENAI_API_KEY": "sk-should-never-reach-npm",
@@ -44,7 +48,13 @@ def test_npm_runs_with_an_allowlisted_environment_and_a_private_home(
 ) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "npm").write_text(FAKE_NPM.format(python=sys.executable, seen=str(tmp_path / "npm-seen.json")))
+    (bin_dir / "npm").write_text(
+        FAKE_NPM.format(
+            python=sys.executable,
+            seen=str(tmp_path / "npm-seen.json"),
+            platform_pkg=f"codex-{current_target().platform}",
+        )
+    )
     (bin_dir / "npm").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     for key, value in SECRETS.items():

@@ -46,7 +46,12 @@ def is_complete(path: Path, pin: Pin) -> bool:
         return False
     if not isinstance(marker, dict) or marker.get("digest") != pin.digest:
         return False
-    return all((path / rel).exists() for rel in pin.required)
+    return not missing_required(path, pin)
+
+
+def missing_required(path: Path, pin: Pin) -> list[str]:
+    """The `required` entries absent below `path` (an entry with `*` needs at least one match)."""
+    return [rel for rel in pin.required if not (any(path.glob(rel)) if "*" in rel else (path / rel).exists())]
 
 
 def remove_abandoned_staging(ctx: InstallContext, name: str) -> None:
@@ -77,7 +82,7 @@ def stage(pin: Pin, ctx: InstallContext) -> Path:
     staging.mkdir(mode=0o700)
     try:
         STAGERS[pin.component.kind](pin, ctx, staging)
-        missing = [rel for rel in pin.required if not (staging / rel).exists()]
+        missing = missing_required(staging, pin)
         if missing:
             raise InstallerError(f"{pin.name}: the install lacks {', '.join(missing)}")
         if not in_place:

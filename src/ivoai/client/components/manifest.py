@@ -244,7 +244,7 @@ def _launchers(doc: Any, where: str) -> tuple[Launcher, ...]:
 
 def _relative(path: str, where: str) -> str:
     parts = path.split("/")
-    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    if not path or path.startswith("/") or any(p in ("", ".", "..") or "**" in p for p in parts):
         raise _fail(where, f"{path!r} must be a relative path without `..`")
     return path
 

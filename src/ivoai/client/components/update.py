@@ -174,6 +174,8 @@ def run_update(
         try:
             _apply(ctx, manifest, registry, tx, changes, report, verify)
         except BaseException as exc:
+            if tx.phase == "COMMIT":
+                raise  # committed: the next run finishes the bookkeeping (journal at COMMIT)
             tx.abort()
             if isinstance(exc, IvoaiError):
                 kind = MigrationError if tx.phase == "MIGRATE" else UpdateError
@@ -225,6 +227,9 @@ def _apply(
         install = engine.stage(pin, ctx)
         choice = engine.choose_node(pin, ctx, manifest, node_cache)
         nodes[pin.name] = choice.path
+        if choice.pin is not None and choice.pin.name not in state:
+            node = choice.pin  # ivoai's Node, staged for this launcher: recorded with the update
+            state[node.name] = Installed(node.version, node.digest, node.generation, "npm", now())
         contents[pin.name] = dict(engine.launcher_contents(pin, install, choice.path))
         change.probe = engine.probe_staged(pin, install, contents[pin.name], ctx)  # type: ignore[arg-type]
     targets = [
