@@ -271,6 +271,7 @@ def test_json_schemas_of_status_and_doctor_are_stable(cli: CliRunner) -> None:
     status = json.loads(cli("status", "--json").out)
     assert sorted(status) == [
         "config",
+        "executables",  # issue 17: managed pin or PATH, per client
         "identity",
         "identity_kind",
         "ok",

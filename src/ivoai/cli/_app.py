@@ -31,6 +31,10 @@ COMMANDS: Registry = {
     "memory": ("ivoai.cli.memory:app", "Memory hooks for Codex and Claude Code (install, status, flush)."),
     # issue 20: skill control plane
     "skills": ("ivoai.cli.skills:app", "Skills: registry, policy, non-executing staging, attachment."),
+    # components (issue 17)
+    "setup": ("ivoai.cli.setup:setup_command", "Install or repair the pinned components."),
+    "update": ("ivoai.cli.update:update_command", "Update components and state; --rollback undoes it."),
+    "uninstall": ("ivoai.cli.uninstall:uninstall_command", "Remove ivoai's files, keep yours."),
 }
 
 _help.install()  # boolean flags render as flags in help, not `--json <bool>`

@@ -22,6 +22,13 @@ def _show(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _origin(exe: dict[str, Any]) -> str:
+    if exe["origin"] == "missing":
+        return "not installed"
+    pin = f" (pin {exe['managed_version']})" if exe["origin"] == "managed" and exe["managed_version"] else ""
+    return f"{exe['origin']}{pin}: {exe['path']}"
+
+
 def status_command(json_out: bool = _JSON) -> None:
     """Show ivoai's state: identity, paths, requested compression, stored counts."""
     from ivoai.client.doctor import collect_status
@@ -42,6 +49,9 @@ def status_command(json_out: bool = _JSON) -> None:
                 ("config", data["config"]["status"]),
                 ("secrets", _show(data["secrets"]["count"])),
                 ("ownership entries", data["ownership"]["count"]),
+                *(  # issue 17: the managed pin or the PATH executable a session would run
+                    (name, _origin(v)) for name, v in data["executables"].items()
+                ),
                 *(
                     (f"{name} dir", f"{p['path']}{'' if p['status'] == 'ok' else ' (' + p['status'] + ')'}")
                     for name, p in data["paths"].items()

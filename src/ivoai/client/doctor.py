@@ -35,6 +35,7 @@ DOCTOR_SCHEMA_VERSION = 1
 PROVIDERS: tuple[str, ...] = (
     "ivoai.client.agents.probes:component_statuses",
     "ivoai.client.skills.service:component_statuses",  # issue 20: the skill control plane
+    "ivoai.client.components.status:component_statuses",  # managed pins (issue 17)
 )
 
 # Components doctor always lists; a row stays `not_probed` until some provider reports on it.
@@ -386,4 +387,12 @@ def collect_status(paths: XdgPaths | None = None, *, cwd: Path | None = None) ->
         "config": config,
         "secrets": {"count": local.secrets.get("count")},
         "ownership": {"count": len(local.ownership.get("entries", []))},
+        "executables": _executables(paths),
     }
+
+
+def _executables(paths: XdgPaths) -> dict[str, Any]:
+    """Which codex/claude/headroom/caveman-proxy a session would run: managed pin or PATH (issue 17)."""
+    from ivoai.client.components.status import executable_origins
+
+    return executable_origins(paths)

@@ -278,3 +278,16 @@ SKILLS_REGISTRY_MAX_SKILLS = 2048  # entries in registry.json
 SKILL_QUARANTINE_RECORDS_KEPT = 32  # source-level refusals remembered in registry.json (newest kept)
 SKILL_VERSIONS_KEPT = 8  # version records per skill: active, previous, staged and quarantined (newest kept)
 SKILLS_PER_SESSION_MAX = 16  # skills attached to one client session or worker, dependencies included
+# Components: pinned supply chain, setup, update, rollback, uninstall (issue 17)
+COMPONENT_DOWNLOAD_MAX_BYTES = 512 * MIB  # one archive or raw binary; a pinned asset also has its own cap
+COMPONENT_DOWNLOAD_TIMEOUT_SECONDS = 600.0  # one download, end to end
+COMPONENT_DOWNLOAD_STALL_SECONDS = 30.0  # no byte for this long: the download is abandoned
+COMPONENT_EXTRACT_MAX_BYTES = 1024 * MIB  # uncompressed total of one archive (decompression bombs)
+COMPONENT_EXTRACT_MAX_ENTRIES = 10_000  # members of one archive
+COMPONENT_INSTALL_TIMEOUT_SECONDS = 1800.0  # one `npm ci` / `pip install` / venv creation
+COMPONENT_INSTALL_LOG_MAX_BYTES = 1 * MIB  # installer output kept (the tail is shown on failure)
+COMPONENT_PROBE_TIMEOUT_SECONDS = 30.0  # compatibility probe (`--version`) of a staged component
+COMPONENT_LOCK_MAX_BYTES = 4 * MIB  # one shipped npm/pip lock file
+COMPONENT_STATE_MAX_BYTES = 1 * MIB  # components.json, the update journal
+UPDATE_SNAPSHOT_MAX_BYTES = 256 * MIB  # all files one update snapshots (state is small; sessions dominate)
+UNINSTALL_CONFIG_MAX_BYTES = 16 * MIB  # a third-party config file ivoai edits to remove its own entries

@@ -26,7 +26,7 @@ def test_entries_are_recorded_privately_and_idempotently(xdg: XdgPaths) -> None:
     ]
     assert stat.S_IMODE(os.stat(xdg.ownership_manifest).st_mode) == 0o600
     doc = json.loads(xdg.ownership_manifest.read_text())
-    assert doc["schema"] == 1
+    assert doc["schema"] == 2
     assert {e["ownership"] for e in doc["entries"]} == {"managed", "pre_existing"}
     assert manifest.get("/usr/local/bin/claude") is not None
 
@@ -69,7 +69,7 @@ def test_forget_removes_only_the_named_path(xdg: XdgPaths) -> None:
 def test_newer_or_corrupt_manifests_fail_closed(xdg: XdgPaths) -> None:
     manifest = OwnershipManifest(xdg)
     manifest.record("codex", "/usr/bin/codex", Ownership.PRE_EXISTING)
-    xdg.ownership_manifest.write_text('{"schema": 2, "entries": []}')
+    xdg.ownership_manifest.write_text('{"schema": 3, "entries": []}')
     with pytest.raises(ConfigSchemaError):
         manifest.entries()
     xdg.ownership_manifest.write_text('{"schema": 1, "entries": [{"component": "x"}]}')

@@ -62,6 +62,7 @@ class _Session:
         self.runtime: str | None = None
         self.codex_home_created_by_us: str | None = None
         self.helper_exit: int | None = None
+        self.client_origin: str | None = None  # "managed" (ivoai's pinned install) or "path" (issue 17)
 
     def runtime_dir(self) -> str:
         """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
@@ -345,6 +346,7 @@ def run_launch(
         )
     exe_path = found[0]
     session = _Session(args, spec, env)
+    session.client_origin = found[1]
     started = time.time()
     with Supervisor() as sup:  # block signals before the router thread exists
         try:
@@ -482,6 +484,7 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
         "authoritative_sources": decision.authoritative_sources,
         "knowledge_sources": [str(getattr(s, "id", "")) for s in session.sources],
         "last_compression": event,
+        "client_origin": session.client_origin,  # which executable ran: ivoai's managed pin or PATH
         "ivoai_version": _version(),
     }
     return record

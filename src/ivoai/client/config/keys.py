@@ -8,7 +8,10 @@ from ivoai.client.config.errors import UnknownConfigKeyError
 from ivoai.common.errors import UsageError
 from ivoai.common.limits import AUTO_WORKERS_DEFAULT, AUTO_WORKERS_MAX, CONFIG_VALUE_MAX_CHARS
 
-CONFIG_SCHEMA_VERSION = 1
+# 2: compression.provider/source normalized (seed 003); see ivoai.client.config.migrations.
+CONFIG_SCHEMA_VERSION = 2
+# A config.toml without `schema` predates the migrations: it is schema 1.
+LEGACY_CONFIG_SCHEMA_VERSION = 1
 
 COMPRESSION_PROVIDERS = ("caveman", "headroom", "direct")
 # Who chose compression.provider (seed 003): a fresh default, a migrated legacy value, or the user.

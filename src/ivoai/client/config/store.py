@@ -26,7 +26,14 @@ from ivoai.client.config.fast import (
     parse_config_text,
     toml_error,
 )
-from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION, KNOWN_KEYS, key_spec, value_problems, without_keys
+from ivoai.client.config.keys import (
+    CONFIG_SCHEMA_VERSION,
+    KNOWN_KEYS,
+    LEGACY_CONFIG_SCHEMA_VERSION,
+    key_spec,
+    value_problems,
+    without_keys,
+)
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
 from ivoai.common.limits import AUTO_WORKERS_MAX, CONFIG_MAX_BYTES
 from ivoai.common.paths import XdgPaths, xdg_paths
@@ -161,7 +168,10 @@ def update_config(mutate: Callable[[TOMLDocument], None], paths: XdgPaths | None
         loaded = _parse(paths, _read_raw(paths), check_values=False)
         doc = loaded.document
         if "schema" not in doc:
-            doc = _with_schema_first(doc)
+            # An existing file without `schema` is a first-release file: it is schema 1 until
+            # `ivoai update` migrates it; a file created now starts at the current schema.
+            version = LEGACY_CONFIG_SCHEMA_VERSION if loaded.exists else CONFIG_SCHEMA_VERSION
+            doc = _with_schema_first(doc, version)
         before = value_problems(doc.unwrap())
         mutate(doc)
         text = tomlkit.dumps(doc)
@@ -177,10 +187,10 @@ def update_config(mutate: Callable[[TOMLDocument], None], paths: XdgPaths | None
         return new
 
 
-def _with_schema_first(doc: TOMLDocument) -> TOMLDocument:
+def _with_schema_first(doc: TOMLDocument, version: int) -> TOMLDocument:
     """A copy of `doc` with `schema = N` prepended; the original text follows unchanged."""
     body = tomlkit.dumps(doc)
-    return tomlkit.parse(f"schema = {CONFIG_SCHEMA_VERSION}\n" + body)
+    return tomlkit.parse(f"schema = {version}\n" + body)
 
 
 def set_key(key: str, value: str, paths: XdgPaths | None = None) -> ClientConfig:

@@ -74,6 +74,7 @@ class SessionRecord:
     exit_code: int | None = None
     end_reason: str | None = None
     last_compression: dict[str, Any] | None = None
+    client_origin: str | None = None  # "managed" (ivoai's pinned install) or "path"
     ivoai_version: str = __version__
     schema: int = RECORD_SCHEMA
 
