@@ -27,6 +27,9 @@ COMMANDS: Registry = {
     "knowledge": ("ivoai.cli.knowledge:app", "Search enrolled knowledge sources through a router."),
     "session": ("ivoai.cli.session:app", "Launched sessions: list, show, stop."),
     "monitor": ("ivoai.cli.session:monitor_command", "Live sessions and compression results."),
+    # AUTO (issue 15)
+    "auto": ("ivoai.cli.auto:app", "Quota-aware orchestrated session; `auto plan --check` scores a plan."),
+    "quota": ("ivoai.cli.quota:quota_command", "Subscription quota per vendor and window, with pace."),
 }
 
 app = typer.Typer(

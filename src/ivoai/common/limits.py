@@ -204,3 +204,45 @@ HTTP_HANDLER_TIMEOUT_SECONDS = 120.0  # a non-streaming request (enroll, hooks, 
 HTTP_MAX_CONCURRENCY = 1000  # connections + tasks before uvicorn answers 503
 HOOK_BATCH_MAX_EVENTS = 500
 SERVICE_RETRY_SECONDS = 30.0  # how often a failed service (memory, context) is re-opened on demand
+
+# --- AUTO part 1 (issue 15): scheduler, quota ledger, workers, orchestrator MCP ---
+AUTO_TASK_TEXT_MAX_BYTES = 32 * KIB  # one task's instructions, UTF-8
+AUTO_TASK_ID_MAX_CHARS = 64
+AUTO_ACCEPTANCE_CRITERIA_MAX = 64  # per task
+AUTO_PLAN_MAX_BYTES = 512 * KIB  # a whole plan document (12 tasks x 32 KiB plus structure)
+AUTO_PROMPT_MAX_BYTES = 128 * KIB  # prompt gate input
+AUTO_BRIEF_MAX_BYTES = 64 * KIB  # SharedContextBrief, serialized
+AUTO_BRIEF_OBJECTIVE_MAX_CHARS = 4096
+AUTO_BRIEF_LIST_MAX_ITEMS = 64
+AUTO_BRIEF_ITEM_MAX_CHARS = 1024
+AUTO_ESCALATION_REASON_MIN_CHARS = 3
+AUTO_ESCALATION_REASON_MAX_CHARS = 1024
+AUTO_WAIT_MIN_SECONDS = 1
+AUTO_WAIT_MAX_SECONDS = 300
+AUTO_WORKER_RESULT_MAX_BYTES = 64 * KIB  # the bounded report handed to the primary
+AUTO_WORKER_OUTPUT_MAX_BYTES = 1 * MIB  # a worker's own final result (seed: worker result <= 1 MiB)
+AUTO_WORKER_EVENTS_MAX_BYTES = 16 * MIB  # the JSONL event stream kept as evidence (= ARTIFACT_MAX_BYTES)
+AUTO_WORKER_LINE_MAX_BYTES = 4 * MIB  # one JSONL event line parsed; longer lines are kept, not parsed
+AUTO_WORKER_TIMEOUT_DEFAULT_SECONDS = 20 * 60  # wall clock per worker
+AUTO_WORKER_TIMEOUT_MAX_SECONDS = 2 * 3600
+AUTO_WORKER_TURNS_DEFAULT = 40  # model turns (Claude) / turns + tool calls (Codex) per worker
+AUTO_WORKER_STDERR_MAX_BYTES = 256 * KIB
+AUTO_WORKER_TERM_GRACE_SECONDS = 3.0  # cancellation: TERM to the worker's group, then KILL
+AUTO_GIT_STATUS_TIMEOUT_SECONDS = 30.0
+AUTO_GIT_STATUS_MAX_BYTES = 4 * MIB
+AUTO_FUSE_CONCURRENT_MAX = 6  # worker launches running at once, user-wide (two sessions at the cap)
+AUTO_FUSE_LAUNCHES_PER_HOUR = 60  # user-wide: a runaway loop stops here
+AUTO_FUSE_BREAKER_SECONDS = 60 * 60  # after a confirmed hard limit, no launch on that vendor
+QUOTA_CACHE_DEFAULT_SECONDS = 45
+QUOTA_CACHE_MIN_SECONDS = 30
+QUOTA_CACHE_MAX_SECONDS = 300
+QUOTA_LEDGER_MAX_BYTES = 1 * MIB
+QUOTA_PROBE_TIMEOUT_SECONDS = 15.0  # `codex app-server`: start, handshake and the reads
+QUOTA_STATUSLINE_MAX_BYTES = 64 * KIB  # one statusline payload from Claude
+QUOTA_STATUSLINE_USER_TIMEOUT_SECONDS = 5.0  # the user's own statusline command
+QUOTA_STATUSLINE_OUTPUT_MAX_BYTES = 16 * KIB
+QUOTA_CONSERVE_THRESHOLD_PERCENT = 10  # remaining at or below this asks before routing on (issue 16)
+CATALOGUE_CACHE_MAX_BYTES = 1 * MIB
+CATALOGUE_MODELS_MAX = 200
+AUTO_STATE_MAX_BYTES = 1 * MIB  # a session's plan metadata file
+AUTO_RESULT_CONTEXT_WINDOW_TOKENS = 200_000  # primary's window assumed for result compaction
