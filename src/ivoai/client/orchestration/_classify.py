@@ -157,14 +157,19 @@ def classify(signal: LimitSignal, fresh: VendorQuota | None = None, *, attempt: 
         ):
             h = fresh.hard_limit
             return LimitVerdict(
-                LimitKind.HARD_LIMIT, "stop_vendor", f"confirmed by a fresh quota read ({h.reason})", True,
+                LimitKind.HARD_LIMIT,
+                "stop_vendor",
+                f"confirmed by a fresh quota read ({h.reason})",
+                True,
                 resets_at=h.resets_at,
-            )  # fmt: skip
+            )
         if fresh is not None and not fresh.stale:
             return LimitVerdict(
-                LimitKind.TRANSIENT, "backoff", "the limit message is not confirmed by a fresh quota read",
+                LimitKind.TRANSIENT,
+                "backoff",
+                "the limit message is not confirmed by a fresh quota read",
                 backoff_seconds=backoff(attempt),
-            )  # fmt: skip
+            )
         return LimitVerdict(
             LimitKind.UNCONFIRMED, "reprobe", "limit message: re-read the quota before acting"
         )
