@@ -35,7 +35,8 @@ def task(
     role: str = "research",
     delegate: bool = True,
     text: str | None = None,
-    **sig: int,
+    sig: dict[str, int] | None = None,
+    **more: int,
 ) -> dict[str, Any]:
     """One valid task document."""
     return {
@@ -43,7 +44,7 @@ def task(
         "role": role,
         "task": text if text is not None else f"Investigate part {tid} of the module and list findings.",
         "dependencies": deps or [],
-        "signals": signals(**sig),
+        "signals": signals(**(sig or {}), **more),
         "acceptance_criteria": [f"findings for {tid} name the files they concern"],
         "delegate": delegate,
     }

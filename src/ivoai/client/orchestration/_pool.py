@@ -86,8 +86,17 @@ def _failed_report(spec: WorkerSpec, status: WorkerStatus, message: str) -> Work
     result = WorkerResult(
         status=status, summary=message[:4000], errors=[message[:2000]], state_delta=StateDelta()
     )
-    return WorkerReport(spec.worker_id, spec.task_id, spec.vendor, spec.model, spec.effort, spec.tier, result,
-                        end_reason="not_started", tree_check="unchanged")  # fmt: skip
+    return WorkerReport(
+        spec.worker_id,
+        spec.task_id,
+        spec.vendor,
+        spec.model,
+        spec.effort,
+        spec.tier,
+        result,
+        end_reason="not_started",
+        tree_check="unchanged",
+    )
 
 
 class WorkerPool:
