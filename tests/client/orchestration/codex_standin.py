@@ -13,7 +13,13 @@ variables ivoai passes to the clients it probes):
      "exec": {"events": [...JSONL events...], "last_message": "...", "exit": 0, "hold": false,
               "write": "relative/path", "spawn_child": false}}
 
-Every request it receives is appended to `$CODEX_HOME/ivoai-standin-requests.jsonl`.
+The rate-limit fixtures are written as of FIXTURE_EPOCH; every `resetsAt` is moved by the time
+elapsed since then, as a live account would report it. Every request it receives is appended to
+`$CODEX_HOME/ivoai-standin-requests.jsonl`.
+Started as the interactive primary (any other arguments), it logs its argv and environment names
+and, when the script has `"primary": {"calls": [[tool, args], ...]}`, starts the MCP servers its
+`-c mcp_servers.ivoai-orchestrator.command/args` name (as Codex would), makes those tool calls with
+the MCP SDK client and appends each answer to `$CODEX_HOME/ivoai-standin-primary.jsonl`.
 `codex exec` replays `exec.events` as JSONL on stdout (the documented `codex exec --json` event
 types), writes `exec.last_message` to the `-o` file, and exits `exec.exit`; `hold` keeps it alive
 (printing a line every 10 ms) until it is signalled; `write` creates a file in the work tree (to
@@ -28,6 +34,18 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+FIXTURE_EPOCH = 1796140000  # the "now" the rate-limit fixtures were written for
+
+
+def _shift(doc: Any) -> Any:
+    """Move every `resetsAt` by the time elapsed since FIXTURE_EPOCH."""
+    delta = int(time.time()) - FIXTURE_EPOCH
+    if isinstance(doc, dict):
+        return {k: v + delta if k == "resetsAt" and isinstance(v, int) else _shift(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_shift(v) for v in doc]
+    return doc
 
 
 def _home() -> str:
@@ -81,7 +99,7 @@ def app_server(script: dict[str, Any]) -> int:
             )
         elif method == "account/rateLimits/read":
             for update in script.get("updates") or []:
-                _send({"method": "account/rateLimits/updated", "params": update})
+                _send({"method": "account/rateLimits/updated", "params": _shift(update)})
             answer = script.get("rate_limits")
             if answer is None:
                 answer = {
@@ -93,7 +111,7 @@ def app_server(script: dict[str, Any]) -> int:
             if "error" in answer:
                 _send({"id": rid, "error": answer["error"]})
             else:
-                _send({"id": rid, "result": answer})
+                _send({"id": rid, "result": _shift(answer)})
         elif method == "model/list":
             _send({"id": rid, "result": script.get("model_list") or {"data": [], "nextCursor": None}})
         else:
@@ -139,6 +157,47 @@ def exec_(argv: list[str], script: dict[str, Any]) -> int:
     return int(spec.get("exit", 0))
 
 
+def _orchestrator_command(argv: list[str]) -> tuple[str, list[str]] | None:
+    command, args = None, None
+    for i, arg in enumerate(argv[:-1]):
+        if arg != "-c":
+            continue
+        value = argv[i + 1]
+        if value.startswith("mcp_servers.ivoai-orchestrator.command="):
+            command = json.loads(value.partition("=")[2])
+        elif value.startswith("mcp_servers.ivoai-orchestrator.args="):
+            args = json.loads(value.partition("=")[2])
+    return (command, args) if command and args is not None else None
+
+
+def primary(argv: list[str], script: dict[str, Any]) -> int:
+    _log({"primary_argv": argv, "env_keys": sorted(os.environ)})
+    calls = (script.get("primary") or {}).get("calls") or []
+    server = _orchestrator_command(argv)
+    if not calls or server is None:
+        return int((script.get("primary") or {}).get("exit", 0))
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def drive() -> None:
+        params = StdioServerParameters(command=server[0], args=server[1])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            for name, args in calls:
+                result = await session.call_tool(name, args)
+                with open(os.path.join(_home(), "ivoai-standin-primary.jsonl"), "a", encoding="utf-8") as fh:
+                    fh.write(
+                        json.dumps(
+                            {"tool": name, "result": result.structured_content, "is_error": result.is_error}
+                        )
+                        + "\n"
+                    )
+
+    anyio.run(drive)
+    return 0
+
+
 def main() -> int:
     argv = sys.argv[1:]
     script = _script()
@@ -153,8 +212,7 @@ def main() -> int:
         logged_in = bool((script.get("account") or {}).get("account"))
         sys.stdout.write("Logged in using ChatGPT\n" if logged_in else "Not logged in\n")
         return 0 if logged_in else 1
-    sys.stderr.write(f"codex stand-in: unsupported arguments {argv}\n")
-    return 2
+    return primary(argv, script)
 
 
 if __name__ == "__main__":

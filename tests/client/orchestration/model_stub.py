@@ -25,8 +25,9 @@ STUB_KEY_ENV = "IVOAI_TEST_STUB_KEY"
 class Reply:
     """One scripted reply."""
 
-    kind: str = "answer"  # answer | usage_limit | error500 | hang
-    text: str = ""
+    kind: str = "answer"  # answer | tool_use | usage_limit | error500 | hang
+    text: str = ""  # the answer, or (tool_use) the tool's name
+    tool_input: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -150,6 +151,55 @@ def _messages(model: str, text: str) -> bytes:
     )
 
 
+def _tool_use(model: str, name: str, tool_input: dict[str, Any]) -> bytes:
+    return _sse(
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_tool",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 40, "output_tokens": 1},
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "tool_use", "id": "toolu_stub", "name": name, "input": {}},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(tool_input)},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": 12},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )
+
+
 def _handler(stub: ModelStub) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -193,6 +243,12 @@ def _handler(stub: ModelStub) -> type[http.server.BaseHTTPRequestHandler]:
                     }
                 }
                 self._send(429, json.dumps(err).encode(), "application/json")
+            elif reply.kind == "tool_use":
+                self._send(
+                    200,
+                    _tool_use(str(body.get("model", "stub")), reply.text, reply.tool_input),
+                    "text/event-stream",
+                )
             elif self.path.startswith("/v1/responses"):
                 self._send(200, _responses(reply.text), "text/event-stream")
             else:

@@ -61,6 +61,7 @@ class _Session:
         self.runtime: str | None = None
         self.codex_home_created_by_us: str | None = None
         self.helper_exit: int | None = None
+        self.extension: Any = None  # `ivoai auto` (orchestration._auto.AutoExtension); see run_launch
 
     def runtime_dir(self) -> str:
         """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
@@ -243,15 +244,22 @@ def _start_caveman(
 
 
 def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
-    if session.router is None:
-        return [], {}
     from ivoai.client.agents import mcp_render
 
+    # An extension (`ivoai auto`) brings its own instructions, which include the research order.
+    instruction = session.extension.instructions if session.extension is not None else None
+    if session.router is None:
+        if instruction is None:
+            return [], {}
+        if session.spec.mcp_style == "codex-flags":
+            return mcp_render.codex_instruction_args(instruction), {}
+        return ["--append-system-prompt", instruction], {}
+    instruction = instruction or mcp_render.RESEARCH_ORDER_INSTRUCTION
     if session.spec.mcp_style == "codex-flags":
         from ivoai.client.knowledge.router import READ_TOOLS, STATUS_TOOL
 
         args = mcp_render.codex_mcp_args(session.router.url, {*READ_TOOLS, STATUS_TOOL})
-        args += mcp_render.codex_instruction_args()
+        args += mcp_render.codex_instruction_args(instruction)
         return args, {mcp_render.TOKEN_ENV: session.router.token}
     import json
 
@@ -262,7 +270,7 @@ def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
-    return [f"--mcp-config={path}", "--append-system-prompt", mcp_render.RESEARCH_ORDER_INSTRUCTION], {}
+    return [f"--mcp-config={path}", "--append-system-prompt", instruction], {}
 
 
 def _codex_home(env: Mapping[str, str]) -> str:
@@ -276,9 +284,16 @@ def _check_cancelled(sup: Supervisor) -> None:
 
 
 def run_launch(
-    args: LaunchArgs, env: Mapping[str, str] | None = None, on_spawned: Callable[[int], None] | None = None
+    args: LaunchArgs,
+    env: Mapping[str, str] | None = None,
+    on_spawned: Callable[[int], None] | None = None,
+    extension: Any = None,
 ) -> int:
     """Launch the official client for `args`; return its exit status (128+N for signal N).
+
+    `extension` (`ivoai auto`) adds to the session: `instructions` (replacing the research-order
+    instruction), `client_args(session_id, runtime_dir, router) -> (args, env)`, `record_fields()`
+    for the session record, and `finish(record)` before the final record is written.
 
     Raises:
         ExecutorNotFoundError: the client is not installed.
@@ -295,6 +310,7 @@ def run_launch(
         )
     exe_path = found[0]
     session = _Session(args, spec, env)
+    session.extension = extension
     started = time.time()
     with Supervisor() as sup:  # block signals before the router thread exists
         try:
@@ -304,8 +320,11 @@ def run_launch(
             decision, provider_args, provider_env, wrapper = _decide(session, setting, sup)
             _check_cancelled(sup)
             knowledge_args, knowledge_env = _knowledge_args(session)
-            extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **provider_env}
-            client_args = [*knowledge_args, *provider_args, *args.client_args]
+            ext_args, ext_env = [], {}
+            if extension is not None:
+                ext_args, ext_env = extension.client_args(session.id, session.runtime_dir(), session.router)
+            extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **provider_env, **ext_env}
+            client_args = [*knowledge_args, *ext_args, *provider_args, *args.client_args]
             if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH
                 from ivoai.client.compression import headroom
                 from ivoai.client.compression.caveman import free_loopback_port
@@ -428,8 +447,11 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
         "authoritative_sources": decision.authoritative_sources,
         "knowledge_sources": [str(getattr(s, "id", "")) for s in session.sources],
         "last_compression": event,
+        "auto": None,
         "ivoai_version": _version(),
     }
+    if session.extension is not None:
+        record.update(session.extension.record_fields())
     return record
 
 
@@ -472,6 +494,11 @@ def _record_end(
     if record is None:
         return
     record.update(state="ended", ended_at=time.time(), exit_code=outcome.exit_code, end_reason=outcome.reason)
+    if session.extension is not None:
+        try:
+            session.extension.finish(record)
+        except (IvoaiError, OSError, ValueError) as exc:
+            _note(f"warning: plan metadata not recorded ({getattr(exc, 'message', exc)})")
     if _publish(session, record, "updated"):
         _prune_if_crowded(session.state_root)
 

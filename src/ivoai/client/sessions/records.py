@@ -74,6 +74,7 @@ class SessionRecord:
     exit_code: int | None = None
     end_reason: str | None = None
     last_compression: dict[str, Any] | None = None
+    auto: dict[str, Any] | None = None  # `ivoai auto`: gate and plan metadata (orchestration._auto)
     ivoai_version: str = __version__
     schema: int = RECORD_SCHEMA
 
