@@ -11,7 +11,7 @@ variables ivoai passes to the clients it probes):
      "rate_limits": {...GetAccountRateLimitsResponse...} | {"error": {"code": -32600, "message": "..."}},
      "updates": [{...AccountRateLimitsUpdatedNotification...}], "model_list": {...ModelListResponse...},
      "exec": {"events": [...JSONL events...], "last_message": "...", "exit": 0, "hold": false,
-              "write": "relative/path", "spawn_child": false}}
+              "write": "relative/path", "spawn_child": false, "by_model": {MODEL: {overrides}}}}
 
 The rate-limit fixtures are written as of FIXTURE_EPOCH; every `resetsAt` is moved by the time
 elapsed since then, as a live account would report it. Every request it receives is appended to
@@ -121,6 +121,8 @@ def app_server(script: dict[str, Any]) -> int:
 
 def exec_(argv: list[str], script: dict[str, Any]) -> int:
     spec = script.get("exec") or {}
+    model = argv[argv.index("-m") + 1] if "-m" in argv else None
+    spec = {**spec, **(spec.get("by_model") or {}).get(model, {})}
     prompt = sys.stdin.read()
     _log(
         {

@@ -110,8 +110,14 @@ def choose_profile(
     effort: str | None = None,
     prefer: str | None = None,
     required_capabilities: frozenset[str] = WORKER_CAPABILITIES,
+    cheaper_than: Tier | None = None,
 ) -> ProfileChoice:
-    """Choose the profile for one task (see the module docstring for the rules)."""
+    """Choose the profile for one task (see the module docstring for the rules).
+
+    `cheaper_than` (after a model-scoped limit, the ladder's first step) keeps only models of a
+    lower tier than the limited one: the lowest sufficient among them, else the best of them,
+    marked `downgraded`.
+    """
     skipped: list[str] = []
     candidates: list[_Candidate] = []
     limited: list[ModelEntry] = []
@@ -138,6 +144,14 @@ def choose_profile(
             candidates.append(_Candidate(m, quota.pressure(m.id, m.aliases), i))
     if model is not None:
         return _explicit(model, effort, vendor, candidates, required, skipped)
+    if cheaper_than is not None:
+        candidates = [c for c in candidates if c.entry.tier is not None and c.entry.tier < cheaper_than]
+        if candidates and not any(c.entry.tier is not None and c.entry.tier >= required for c in candidates):
+            best = max(candidates, key=lambda c: (c.entry.tier, -c.pressure, -c.order))
+            chosen = _chosen(best, required, effort, downgraded=True)
+            return ProfileChoice(
+                chosen.profile, f"model limit: the cheaper {best.entry.id} runs it below its tier"
+            )
     sufficient = [c for c in candidates if c.entry.tier is not None and c.entry.tier >= required]
     if sufficient:
         best = min(sufficient, key=lambda c: (c.entry.tier, c.pressure, c.entry.vendor != prefer, c.order))

@@ -94,6 +94,7 @@ def decide_task(
     parallel_enabled: bool = True,
     prefer: str | None = None,
     extra_tiers: int = 0,
+    cheaper_than: Tier | None = None,
 ) -> TaskDecision:
     """Score, tier (raised by the role minimum and `extra_tiers` escalations) and profile for one task."""
     score = capability_score(task.signals, weights)
@@ -104,7 +105,14 @@ def decide_task(
     choice: ProfileChoice
     if d.delegated or task.model is not None:
         choice = choose_profile(
-            tier, providers, quotas, vendor=task.vendor, model=task.model, effort=task.effort, prefer=prefer
+            tier,
+            providers,
+            quotas,
+            vendor=task.vendor,
+            model=task.model,
+            effort=task.effort,
+            prefer=prefer,
+            cheaper_than=cheaper_than,
         )
     else:
         choice = ProfileChoice(None, "not delegated: the primary does this task itself")

@@ -512,6 +512,7 @@ class OrchestratorSession:
         ):
             return False
         facts = self.facts()
+        limited = run.decision.profile.model_tier if run.decision.profile is not None else None
         decision = decide_task(
             run.task,
             self._weights(),
@@ -519,6 +520,7 @@ class OrchestratorSession:
             facts.quota.vendors,
             prefer=report.vendor,
             extra_tiers=run.extra_tiers,
+            cheaper_than=limited,
         )
         if decision.profile is None or decision.profile.model == report.model:
             return False

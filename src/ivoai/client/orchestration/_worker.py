@@ -31,7 +31,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -475,6 +475,8 @@ def _report(
         if not errors:
             errors.append("the worker ended without a final result event")
     limit = _limit_verdict(state, io, failed=status is not WorkerStatus.SUCCEEDED)
+    if limit is not None and limit.kind is LimitKind.MODEL_SCOPED and limit.model is None:
+        limit = replace(limit, model=spec.model)  # Codex does not name the model: it is the one we ran
     if limit is not None and limit.kind is not LimitKind.NONE and io.on_limit is not None:
         io.on_limit(spec.vendor, limit, state.rate_limit_infos)
     elif state.rate_limit_infos and io.on_limit is not None:
