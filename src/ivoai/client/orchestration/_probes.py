@@ -64,8 +64,10 @@ class CatalogueCache:
 
     def __init__(self, paths: XdgPaths | None = None) -> None:
         self.paths = paths or xdg_paths()
-        self.root = self.paths.cache
-        self.dir = self.root / CATALOGUE_DIR
+        # The catalogue directory is its own private root (0700): like the ArtifactStore, it does not
+        # depend on the mode of `$XDG_CACHE_HOME/ivoai`, which other writers may have created 0755.
+        self.dir = self.paths.cache / CATALOGUE_DIR
+        self.root = self.dir
 
     def _path(self, vendor: str, version: str) -> Path:
         return self.dir / f"{vendor}-{safe_version(version)}.json"

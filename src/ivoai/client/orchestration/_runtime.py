@@ -46,12 +46,15 @@ class Runtime:
         self.env = dict(os.environ if env is None else env)
         self.ledger = QuotaLedger(self.paths, ttl_seconds=settings.quota_cache_seconds)
         self.cache = CatalogueCache(self.paths)
+        self._probed: dict[str, ProviderFacts] = {}  # the last probe's facts, reused while they are fresh
 
     def _probe(self, vendor: str) -> VendorProbe:
         tiers = self.settings.model_tiers
         return (probe_codex if vendor == "codex" else probe_claude)(self.env, self.cache, tiers)
 
     def _cached_facts(self, vendor: str, view: QuotaView) -> ProviderFacts:
+        if vendor in self._probed:
+            return self._probed[vendor]
         found = discover(vendor, self.env)
         cat = self.cache.latest(vendor, self.settings.model_tiers)
         if found is None:
@@ -72,6 +75,7 @@ class Runtime:
                 probes = dict(zip(due, pool.map(self._probe, due), strict=True))
         for vendor, done in probes.items():
             self._record(vendor, done)
+            self._probed[vendor] = done.facts
         view = self.ledger.view()
         providers = []
         for vendor in vendors:

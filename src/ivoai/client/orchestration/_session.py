@@ -186,7 +186,10 @@ class OrchestratorSession:
         self.approval: str | None = None
         self.tasks: dict[str, TaskRun] = {}
         self.limits: list[dict[str, Any]] = []
-        self.returned: list[Turn] = []
+        # What the primary was handed, per worker (a re-read replaces, it does not add); "" holds the
+        # compaction summary once there is one. Report dicts are built once per finished worker.
+        self.returned: dict[str, Turn] = {}
+        self._docs: dict[str, tuple[dict[str, Any], str]] = {}
         io = WorkerIO(
             self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
         )
@@ -259,7 +262,7 @@ class OrchestratorSession:
                 models = [
                     {
                         "id": m.id,
-                        "tier": m.tier.label if m.tier else None,
+                        "tier": m.tier.label if m.tier is not None else None,
                         "efforts": list(m.efforts),
                         "default": m.is_default,
                     }
@@ -618,16 +621,19 @@ class OrchestratorSession:
                 "ready": False,
                 "hint": "still running: call orchestration_wait",
             }
-        doc = entry.report.to_dict()
+        cached = self._docs.get(entry.id)
+        if cached is None:
+            built = entry.report.to_dict()
+            cached = self._docs[entry.id] = (built, json.dumps(built, ensure_ascii=False))
+        doc, text = dict(cached[0]), cached[1]
         for ref in entry.report.result.refs:
             try:
                 self.store.describe(ref.ref.id)  # the evidence is still there (meta, owner, TTL checked)
             except IvoaiError as exc:
-                doc.setdefault("warnings", []).append(f"artifact {ref.ref.id}: {exc.code}")
+                doc["warnings"] = [*doc.get("warnings", []), f"artifact {ref.ref.id}: {exc.code}"]
         with self._lock:
-            turns = [*self.returned, Turn("tool", json.dumps(doc, ensure_ascii=False))]
-            state = self._session_state()
-            check = self.guard.check(turns, state=state)
+            returned = {**self.returned, entry.id: Turn("tool", text)}
+            check = self.guard.check(list(returned.values()), state=self._session_state())
             if check.compacted:
                 doc = _compact(doc)
                 doc["compaction"] = {
@@ -636,12 +642,11 @@ class OrchestratorSession:
                     "tokens_after": check.tokens_after,
                     "summary": check.summary,
                 }
-                self.returned = [
-                    Turn("system", check.summary or ""),
-                    Turn("tool", json.dumps(doc, ensure_ascii=False)),
-                ]
-            else:
-                self.returned = turns
+                returned = {
+                    "": Turn("system", check.summary or ""),
+                    entry.id: Turn("tool", json.dumps(doc, ensure_ascii=False)),
+                }
+            self.returned = returned
         return {"ready": True, **doc}
 
     def _session_state(self) -> SessionState:
@@ -776,7 +781,7 @@ class OrchestratorSession:
                 },
                 "usage": usage,
                 "cost_usd": round(sum(costs), 6) if costs else None,
-                "results_returned_tokens": sum(estimate_tokens(t.text) for t in self.returned),
+                "results_returned_tokens": sum(estimate_tokens(t.text) for t in self.returned.values()),
             },
         }
 

@@ -2,7 +2,10 @@
 
 Each tool validates its arguments with a pydantic model (errors name the field and the limit),
 calls one session method in a worker thread (workers block; the MCP loop must not), and answers a
-`CallToolResult` whose `structuredContent` and single JSON text block carry the same object.
+`CallToolResult` whose `structuredContent` and single JSON text block carry the same object, except
+the two artifact reads: their text block is the exact content (UTF-8, or base64 when the bytes are
+not UTF-8, as `encoding` says) and `structuredContent` its metadata (ref, offset, length, eof), so
+up to 1 MiB travels once and unescaped.
 Expected failures become tool errors (`isError: true`, `{"error": {"code", "message"}}`), never
 stack traces. `register_tool` is the seam later tools use (issue 16: `orchestration_checkpoint`).
 
@@ -167,11 +170,15 @@ def _thread(fn: Callable[[], T]) -> Awaitable[T]:
     return anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
 
 
+TEXT_KEY = "_text"  # a handler's exact text block, when it is not the JSON of its structured answer
+
+
 def _content(data: bytes) -> dict[str, Any]:
+    """Artifact bytes for the text block (exact UTF-8, else base64); metadata stays structured."""
     try:
-        return {"encoding": "utf-8", "content": data.decode("utf-8")}
+        return {"encoding": "utf-8", TEXT_KEY: data.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
+        return {"encoding": "base64", TEXT_KEY: base64.b64encode(data).decode("ascii")}
 
 
 def _plan_summary(report: Any) -> str:
@@ -265,7 +272,8 @@ async def _wait(call: ToolCall, a: WaitArgs) -> dict[str, Any]:
 
 
 async def _result(call: ToolCall, a: TargetArgs) -> dict[str, Any]:
-    return await _thread(lambda: call.session.result(a.worker_id, a.task_id))
+    # On the loop: a cached report plus two metadata checks (about 1 ms); a thread hand-off costs more.
+    return call.session.result(a.worker_id, a.task_id)
 
 
 async def _escalate(call: ToolCall, a: EscalateArgs) -> dict[str, Any]:
@@ -381,14 +389,16 @@ for _tool in (
     ),
     ToolDef(
         "orchestration_artifact_read",
-        "Exact bytes of one of this session's artifacts (<= 1 MiB; ownership, TTL, size and digest checked).",
+        "Exact bytes of one of this session's artifacts (<= 1 MiB; ownership, TTL, size and digest checked), "
+        "as the text content; its metadata as structured content.",
         ReadArgs,
         True,
         _read,
     ),
     ToolDef(
         "orchestration_artifact_read_range",
-        "Up to 1 MiB of one of this session's artifacts from an offset.",
+        "Up to 1 MiB of one of this session's artifacts from an offset, as the text content (base64 when "
+        "the bytes are not UTF-8); offset, length and eof as structured content.",
         ReadRangeArgs,
         True,
         _read_range,
@@ -443,7 +453,7 @@ def build_server(session: OrchestratorSession) -> Any:
                 doc, is_error = _error("invalid_arguments", problems), True
             except IvoaiError as exc:
                 doc, is_error = _error(exc.code, exc.message), True
-        text = json.dumps(doc, ensure_ascii=False, sort_keys=True)
+        text = doc.pop(TEXT_KEY) if TEXT_KEY in doc else json.dumps(doc, ensure_ascii=False, sort_keys=True)
         return t.CallToolResult(
             content=[t.TextContent(type="text", text=text)], structured_content=doc, is_error=is_error
         )
@@ -459,12 +469,15 @@ def build_server(session: OrchestratorSession) -> Any:
 
 
 async def serve_stdio(session: OrchestratorSession) -> None:
-    """Serve the orchestrator over stdio until the client (the primary) closes it."""
+    """Serve the orchestrator over stdio until the client (the primary) closes it (see `_stdio`)."""
     from mcp.server.stdio import stdio_server
 
+    from ivoai.client.orchestration._stdio import claimed_wire
+
     server = build_server(session)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    with claimed_wire() as (wire_in, wire_out):
+        async with stdio_server(stdin=wire_in, stdout=wire_out) as (read, write):  # type: ignore[arg-type]
+            await server.run(read, write, server.create_initialization_options())
 
 
 def read_only_tools() -> list[str]:
