@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sys
+from datetime import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,8 @@ async def test_a_whole_plan_runs_delegated_tasks_in_dependency_order(xdg: XdgPat
         out = next(r for r in result["result"]["refs"] if r["role"] == "output")
         whole = await _call(s, "orchestration_artifact_read", ref=out["ref"]["id"])
         assert whole["content"] == ANSWER and whole["encoding"] == "utf-8"
+        created, expires = (datetime.fromisoformat(whole["ref"][k]) for k in ("created_at", "expires_at"))
+        assert (expires - created).total_seconds() == 7 * 24 * 3600  # kept for a long session
         part = await _call(s, "orchestration_artifact_read_range", ref=out["ref"]["id"], offset=2, length=7)
         assert part["content"] == ANSWER[2:9]
         other = await _call(s, "orchestration_artifact_read", ref="art_" + "0" * 32)

@@ -60,10 +60,11 @@ from ivoai.client.orchestration._settings import AutoSettings
 from ivoai.client.orchestration._state import write_state
 from ivoai.client.orchestration._worker import WorkerIO, WorkerReport
 from ivoai.client.orchestration._worker_spec import KnowledgeAccess, WorkerSpec
-from ivoai.client.workingcontext import ArtifactStore
+from ivoai.client.workingcontext import ArtifactStore, StoreLimits
 from ivoai.common.errors import IvoaiError
 from ivoai.common.ids import random_id
 from ivoai.common.limits import (
+    ARTIFACT_TTL_MAX_SECONDS,
     AUTO_ESCALATION_REASON_MAX_CHARS,
     AUTO_ESCALATION_REASON_MIN_CHARS,
     AUTO_RESULT_CONTEXT_WINDOW_TOKENS,
@@ -170,7 +171,11 @@ class OrchestratorSession:
         self.runtime = runtime or Runtime(settings, paths=paths, env=config.env)
         self.ledger: QuotaLedger = self.runtime.ledger
         self.fuse = fuse or LaunchFuse(paths)
-        self.store = store or ArtifactStore(paths.working_context_dir)
+        # Worker evidence lives as long as the store allows (7 days), so a long session's results stay
+        # readable; the default 24 h would expire them under a session that is still running.
+        self.store = store or ArtifactStore(
+            paths.working_context_dir, limits=StoreLimits(ttl_default_seconds=ARTIFACT_TTL_MAX_SECONDS)
+        )
         self.metrics = RunMetrics()
         self.guard = ContextGuard(
             CompactionPolicy(name="results", window_tokens=AUTO_RESULT_CONTEXT_WINDOW_TOKENS)
