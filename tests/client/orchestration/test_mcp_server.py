@@ -10,8 +10,8 @@ import contextlib
 import json
 import os
 import sys
-from datetime import datetime
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
