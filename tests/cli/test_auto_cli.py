@@ -39,7 +39,8 @@ def _claude_standin(xdg: XdgPaths, logged_in: bool) -> None:
     install(xdg, "claude", "claude_standin.py")
     home = Path(os.environ["HOME"]) / ".claude"
     home.mkdir(exist_ok=True)
-    (home / "ivoai-standin.json").write_text(json.dumps({"logged_in": logged_in}))
+    script = {"logged_in": logged_in, "initialize": fixture("claude_initialize_models.json")}
+    (home / "ivoai-standin.json").write_text(json.dumps(script))
 
 
 def test_auto_args_are_parsed_and_bad_ones_named() -> None:

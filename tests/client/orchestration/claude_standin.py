@@ -4,8 +4,10 @@ The real `claude -p` runs against a scripted model service wherever that can pro
 needs (see model_stub.py); but Claude emits `rate_limit_event` only for subscription logins, so
 this script replays a worker's `--output-format stream-json --verbose` stream in the documented
 schema (`system/init`, `rate_limit_event {rate_limit_info}`, `assistant`, `result`) from
-`$HOME/.claude/ivoai-standin.json` (`{"version", "logged_in", "events": [...], "exit": 0}`), and
-answers `--version` and `auth status` like the real one. Each run's argv and environment variable
+`$HOME/.claude/ivoai-standin.json` (`{"version", "logged_in", "events": [...], "exit": 0,
+"initialize": {...}}`), answers `--version` and `auth status` like the real one, and answers the
+`initialize` control request of `--input-format stream-json` with `initialize` (the captured answer
+of the real claude 2.1.197). Each run's argv and environment variable
 names are appended to `$HOME/.claude/ivoai-standin-runs.jsonl`.
 """
 
@@ -51,6 +53,18 @@ def main() -> int:
             + "\n"
         )
         return 0 if logged_in else 1
+    if "-p" in argv and "stream-json" in argv[argv.index("--input-format") + 1 :][:1]:
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request.get("type") == "control_request" and request["request"].get("subtype") == "initialize":
+                response = {
+                    "subtype": "success",
+                    "request_id": request["request_id"],
+                    "response": script.get("initialize") or {"models": []},
+                }
+                sys.stdout.write(json.dumps({"type": "control_response", "response": response}) + "\n")
+                sys.stdout.flush()
+        return 0
     if "-p" in argv:
         prompt = sys.stdin.read()
         with open(os.path.join(_dir(), "ivoai-standin-runs.jsonl"), "a", encoding="utf-8") as fh:

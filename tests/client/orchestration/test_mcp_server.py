@@ -285,3 +285,64 @@ async def test_cancel_and_escalate_through_the_tools(xdg: XdgPaths, tmp_path: Pa
     assert meta is not None
     scan = next(x for x in meta["plan"]["tasks"] if x["id"] == "scan")
     assert scan["escalations"][0]["reason"] == "the parser is security relevant"
+
+
+def test_sigterm_to_the_server_cancels_its_workers_and_reaps_their_groups(
+    xdg: XdgPaths, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+
+    from mcp.types import LATEST_PROTOCOL_VERSION
+
+    from tests.client.orchestration.workers import alive, wait_for
+
+    home = _standin(xdg, hold=True, spawn_child=True)
+    runtime = _runtime(xdg, tmp_path, approve=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ivoai.client.orchestration.mcp_server", "--runtime", str(runtime)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def rpc(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n")
+        proc.stdin.flush()
+        while True:
+            msg = json.loads(proc.stdout.readline())
+            if msg.get("id") == rid:
+                return dict(msg["result"])
+
+    try:
+        rpc(
+            1,
+            "initialize",
+            {
+                "protocolVersion": LATEST_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        )
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        rpc(2, "tools/call", {"name": "orchestration_plan", "arguments": {"plan": _plan()}})
+        rpc(3, "tools/call", {"name": "orchestration_spawn", "arguments": {"task_id": "scan"}})
+        log = home / "ivoai-standin-requests.jsonl"
+        wait_for(lambda: log.exists() and "grandchild" in log.read_text())
+        grandchild = next(
+            json.loads(x)["grandchild"] for x in log.read_text().splitlines() if "grandchild" in x
+        )
+        assert alive(grandchild)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 128 + signal.SIGTERM
+        assert not alive(grandchild)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+    meta = read_state(SESSION, xdg)
+    assert meta is not None and meta["workers"][0]["state"] == "cancelled"

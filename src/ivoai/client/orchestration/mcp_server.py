@@ -6,7 +6,8 @@ session's 0700 runtime directory, written by `ivoai auto`): session ID, planner,
 `--yes`, worker concurrency, the knowledge router's URL and capability (the file, not argv or the
 environment, carries the capability), the allowlisted environment for workers and ivoai's XDG
 roots (the client may start MCP servers with a reduced environment). When the client closes
-stdin, every worker is cancelled and its process group reaped, and the final metadata is written.
+stdin, or sends SIGTERM/SIGHUP, every worker is cancelled and its process group reaped, and the
+final metadata is written (a SIGKILL leaves orphans that the launch fuse reaps on the next start).
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     except IvoaiError as exc:
         sys.stderr.write(f"ivoai-orchestrator: error: {exc.message}\n")
         return 1
+    import signal
+
+    def stop(signo: int, frame: object) -> None:
+        raise SystemExit(128 + signo)  # unwinds the event loop, so `run` still closes the session
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     from ivoai.client.orchestration._tools import run
 
     run(session)
