@@ -53,7 +53,7 @@ def main() -> int:
             + "\n"
         )
         return 0 if logged_in else 1
-    if "-p" in argv and "stream-json" in argv[argv.index("--input-format") + 1 :][:1]:
+    if "-p" in argv and "--input-format" in argv and argv[argv.index("--input-format") + 1] == "stream-json":
         for line in sys.stdin:
             request = json.loads(line)
             if request.get("type") == "control_request" and request["request"].get("subtype") == "initialize":
