@@ -88,7 +88,10 @@ TaskState = Literal[
     "blocked",
 ]
 PlanState = Literal["none", "approved", "rejected"]
-DEPENDENCY_SUMMARY_MAX_CHARS = 1500  # what a dependent task's prompt gets of each dependency's summary
+DEPENDENCY_SUMMARY_MAX_CHARS = 1500
+# A result's evidence is re-checked (metadata, owner, TTL) at most this often: a primary polling one
+# result should not pay a directory walk per call, and a 7-day TTL does not change within a minute.
+EVIDENCE_RECHECK_SECONDS = 60.0  # what a dependent task's prompt gets of each dependency's summary
 
 
 @dataclass
@@ -195,6 +198,7 @@ class OrchestratorSession:
         # compaction summary once there is one. Report dicts are built once per finished worker.
         self.returned: dict[str, Turn] = {}
         self._docs: dict[str, tuple[dict[str, Any], str]] = {}
+        self._verified: dict[str, float] = {}  # artifact ID -> when `describe` last found it intact
         io = WorkerIO(
             self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
         )
@@ -631,9 +635,13 @@ class OrchestratorSession:
             built = entry.report.to_dict()
             cached = self._docs[entry.id] = (built, json.dumps(built, ensure_ascii=False))
         doc, text = dict(cached[0]), cached[1]
+        now = time.monotonic()
         for ref in entry.report.result.refs:
+            if now - self._verified.get(ref.ref.id, -EVIDENCE_RECHECK_SECONDS) < EVIDENCE_RECHECK_SECONDS:
+                continue
             try:
                 self.store.describe(ref.ref.id)  # the evidence is still there (meta, owner, TTL checked)
+                self._verified[ref.ref.id] = now
             except IvoaiError as exc:
                 doc["warnings"] = [*doc.get("warnings", []), f"artifact {ref.ref.id}: {exc.code}"]
         with self._lock:
