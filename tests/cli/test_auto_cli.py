@@ -175,6 +175,10 @@ def test_an_auto_session_runs_a_plan_and_the_record_keeps_its_metadata_only(xdg:
     codex = next(v for v in shown["quota"]["vendors"] if v["vendor"] == "codex")
     assert codex["auth"] == "authenticated" and codex["windows"][0]["used_percent"] == 12.0
     assert shown["quota"]["fuse"]["active"] == 0 and shown["quota"]["fuse"]["launches_last_hour"] == 1
+    human = run_ivoai("monitor", "--all", env=dict(os.environ))
+    assert human.returncode == 0 and "session\tplan\ttask\tstate\ttier\tdelegated\tduration" in human.stdout
+    assert "\tapproved\tscan\tsucceeded\tstrong\tTrue\t" in human.stdout
+    assert "\tscan\tsucceeded\tcodex:gpt-6.2-sol" in human.stdout and "codex\tsession\t12%" in human.stdout
 
 
 def _extension(tmp_path: Path, planner: str, yes: bool = False) -> tuple[list[str], Path]:
