@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 os._exit(code)
         return code
+    if args and args[0] == "auto" and args[1:2] != ["plan"]:  # AUTO (issue 15): parsed by hand like a launch
+        from ivoai.cli.auto import auto_main
+
+        return auto_main(args[1:])
     from ivoai.cli._app import run
 
     return run(args)

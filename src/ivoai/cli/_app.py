@@ -35,6 +35,9 @@ COMMANDS: Registry = {
     "setup": ("ivoai.cli.setup:setup_command", "Install or repair the pinned components."),
     "update": ("ivoai.cli.update:update_command", "Update components and state; --rollback undoes it."),
     "uninstall": ("ivoai.cli.uninstall:uninstall_command", "Remove ivoai's files, keep yours."),
+    # AUTO (issue 15)
+    "auto": ("ivoai.cli.auto:app", "Quota-aware orchestrated session; `auto plan --check` scores a plan."),
+    "quota": ("ivoai.cli.quota:quota_command", "Subscription quota per vendor and window, with pace."),
 }
 
 _help.install()  # boolean flags render as flags in help, not `--json <bool>`

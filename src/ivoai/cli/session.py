@@ -147,4 +147,35 @@ def _render(doc: dict[str, Any]) -> None:
         ["id", "executor", "status", "effective", "bypass reason", "sources", "last result"],
         rows,
     )
+    _render_auto(doc)
     sys.stdout.flush()
+
+
+def _render_auto(doc: dict[str, Any]) -> None:
+    """AUTO plan/worker rows and quota gauges (issue 15)."""
+    tasks = []
+    for s in doc["sessions"]:
+        a = s.get("auto")
+        for t in a["tasks"] if a else []:
+            took = "-" if t["duration_seconds"] is None else f"{t['duration_seconds']:.1f}s"
+            tasks.append([s["id"], a["plan_state"], t["id"], t["state"], t["tier"], t["delegated"], took])
+    if tasks:
+        print_table("AUTO plan", ["session", "plan", "task", "state", "tier", "delegated", "duration"], tasks)
+    workers = [
+        [w["worker_id"], w["task_id"], w["state"], f"{w['vendor']}:{w['model']}"]
+        for s in doc["sessions"]
+        for w in (s.get("auto") or {}).get("workers", [])
+    ]
+    if workers:
+        print_table("AUTO workers", ["worker", "task", "state", "model"], workers)
+    gauges = []
+    for v in (doc.get("quota") or {}).get("vendors", []):
+        for w in v["windows"]:
+            used = "-" if w["used_percent"] is None else f"{w['used_percent']:g}%"
+            pace = "-" if w["pace_delta"] is None else f"{w['pace_delta']:+g}"
+            gauges.append([v["vendor"], w["kind"] + (f" ({w['model']})" if w["model"] else ""), used, pace])
+        if v.get("hard_limit"):
+            until = "until " + _when(v["hard_limit"].get("resets_at"))
+            gauges.append([v["vendor"], "hard limit", "100%", until])
+    if gauges:
+        print_table("quota", ["vendor", "window", "used", "pace"], gauges)

@@ -63,6 +63,7 @@ class _Session:
         self.codex_home_created_by_us: str | None = None
         self.helper_exit: int | None = None
         self.client_origin: str | None = None  # "managed" (ivoai's pinned install) or "path" (issue 17)
+        self.extension: Any = None  # `ivoai auto` (orchestration._auto.AutoExtension); see run_launch
 
     def runtime_dir(self) -> str:
         """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
@@ -245,21 +246,22 @@ def _start_caveman(
 
 
 def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
-    if session.router is None:
-        return [], {}
     from ivoai.client.agents import mcp_render
 
+    # An extension (`ivoai auto`) brings its own instructions, which include the research order.
+    instruction = session.extension.instructions if session.extension is not None else None
+    if session.router is None:
+        if instruction is None:
+            return [], {}
+        if session.spec.mcp_style == "codex-flags":
+            return mcp_render.codex_instruction_args(_codex_instruction(session, instruction)), {}
+        return ["--append-system-prompt", instruction], {}
+    instruction = instruction or mcp_render.RESEARCH_ORDER_INSTRUCTION
     if session.spec.mcp_style == "codex-flags":
         from ivoai.client.knowledge.router import READ_TOOLS, STATUS_TOOL
 
         args = mcp_render.codex_mcp_args(session.router.url, {*READ_TOOLS, STATUS_TOOL})
-        from ivoai.client.agents.codex_instructions import merged_instructions
-
-        # Appended to the user's own developer_instructions, which a plain override would replace.
-        instruction = merged_instructions(
-            mcp_render.RESEARCH_ORDER_INSTRUCTION, session.env, session.args.client_args
-        )
-        args += mcp_render.codex_instruction_args(instruction)
+        args += mcp_render.codex_instruction_args(_codex_instruction(session, instruction))
         return args, {mcp_render.TOKEN_ENV: session.router.token}
     import json
 
@@ -270,10 +272,17 @@ def _knowledge_args(session: _Session) -> tuple[list[str], dict[str, str]]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
-    return [f"--mcp-config={path}", "--append-system-prompt", mcp_render.RESEARCH_ORDER_INSTRUCTION], {}
+    return [f"--mcp-config={path}", "--append-system-prompt", instruction], {}
 
 
-def _session_extras(session: _Session) -> SessionExtras:
+def _codex_instruction(session: _Session, ivoai_text: str) -> str:
+    """ivoai's text after the user's own `developer_instructions` (a `-c` override would replace them)."""
+    from ivoai.client.agents.codex_instructions import merged_instructions
+
+    return merged_instructions(ivoai_text, session.env, session.args.client_args)
+
+
+def _session_extras(session: _Session, claude_settings: Mapping[str, Any] | None = None) -> SessionExtras:
     from ivoai.client.agents.session_extras import session_extras
 
     return session_extras(
@@ -284,6 +293,7 @@ def _session_extras(session: _Session) -> SessionExtras:
         env=session.env,
         runtime_dir=session.runtime_dir,
         note=_note,
+        claude_settings=claude_settings,
     )
 
 
@@ -327,9 +337,16 @@ def _check_cancelled(sup: Supervisor) -> None:
 
 
 def run_launch(
-    args: LaunchArgs, env: Mapping[str, str] | None = None, on_spawned: Callable[[int], None] | None = None
+    args: LaunchArgs,
+    env: Mapping[str, str] | None = None,
+    on_spawned: Callable[[int], None] | None = None,
+    extension: Any = None,
 ) -> int:
     """Launch the official client for `args`; return its exit status (128+N for signal N).
+
+    `extension` (`ivoai auto`) adds to the session: `instructions` (replacing the research-order
+    instruction), `client_args(session_id, runtime_dir, router) -> (args, env)`, `record_fields()`
+    for the session record, and `finish(record)` before the final record is written.
 
     Raises:
         ExecutorNotFoundError: the client is not installed.
@@ -347,6 +364,7 @@ def run_launch(
     exe_path = found[0]
     session = _Session(args, spec, env)
     session.client_origin = found[1]
+    session.extension = extension
     started = time.time()
     with Supervisor() as sup:  # block signals before the router thread exists
         try:
@@ -357,11 +375,18 @@ def run_launch(
             decision, provider_args, provider_env, wrapper = _decide(session, setting, sup)
             _check_cancelled(sup)
             knowledge_args, knowledge_env = _knowledge_args(session)
-            extras = _session_extras(session)  # issue 18: user MCP servers + memory hooks, process-local
+            ext_args, ext_env, ext_settings = [], {}, None
+            if extension is not None:
+                ext_args, ext_env = extension.client_args(session.id, session.runtime_dir(), session.router)
+                ext_settings = getattr(extension, "claude_settings", None)
+            # issue 18: user MCP servers + memory hooks, process-local; Claude's one --settings file
+            # carries the hooks and `ivoai auto`'s statusLine together.
+            extras = _session_extras(session, claude_settings=ext_settings)
             if skills is not None:
                 knowledge_args = _with_skills(session, knowledge_args, skills)
             extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **extras.env, **provider_env}
-            client_args = [*knowledge_args, *extras.args, *provider_args, *args.client_args]
+            extra_env.update(ext_env)
+            client_args = [*knowledge_args, *ext_args, *extras.args, *provider_args, *args.client_args]
             if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH
                 from ivoai.client.compression import headroom
                 from ivoai.client.compression.caveman import free_loopback_port
@@ -485,8 +510,11 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
         "knowledge_sources": [str(getattr(s, "id", "")) for s in session.sources],
         "last_compression": event,
         "client_origin": session.client_origin,  # which executable ran: ivoai's managed pin or PATH
+        "auto": None,
         "ivoai_version": _version(),
     }
+    if session.extension is not None:
+        record.update(session.extension.record_fields())
     return record
 
 
@@ -529,6 +557,11 @@ def _record_end(
     if record is None:
         return
     record.update(state="ended", ended_at=time.time(), exit_code=outcome.exit_code, end_reason=outcome.reason)
+    if session.extension is not None:
+        try:
+            session.extension.finish(record)
+        except (IvoaiError, OSError, ValueError) as exc:
+            _note(f"warning: plan metadata not recorded ({getattr(exc, 'message', exc)})")
     if _publish(session, record, "updated"):
         _prune_if_crowded(session.state_root)
 

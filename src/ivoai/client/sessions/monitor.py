@@ -29,7 +29,17 @@ def session_row(record: SessionRecord, last_event: dict[str, Any] | None) -> dic
         "fallback": record.fallback,
         "knowledge_sources": len(record.knowledge_sources),
         "last_compression": last,
+        "auto": _auto(record),
     }
+
+
+def _auto(record: SessionRecord) -> dict[str, Any] | None:
+    """AUTO sessions: plan, workers and recent limits (issue 15)."""
+    if record.auto is None:
+        return None
+    from ivoai.client.orchestration._monitor import session_auto
+
+    return session_auto(record.id, record.auto, live=record.status() == "live", paths=SessionStore().paths)
 
 
 def snapshot(
@@ -41,4 +51,12 @@ def snapshot(
     records, problems = store.list()
     last = telemetry.last_by_session()
     rows = [session_row(r, last.get(r.id)) for r in records if include_ended or r.status() != "ended"]
-    return {"schema": MONITOR_SCHEMA, "ts": round(time.time(), 3), "sessions": rows, "problems": problems}
+    from ivoai.client.orchestration._monitor import gauges
+
+    return {
+        "schema": MONITOR_SCHEMA,
+        "ts": round(time.time(), 3),
+        "sessions": rows,
+        "problems": problems,
+        "quota": gauges(store.paths),
+    }

@@ -75,6 +75,7 @@ class SessionRecord:
     end_reason: str | None = None
     last_compression: dict[str, Any] | None = None
     client_origin: str | None = None  # "managed" (ivoai's pinned install) or "path"
+    auto: dict[str, Any] | None = None  # `ivoai auto`: gate and plan metadata (orchestration._auto)
     ivoai_version: str = __version__
     schema: int = RECORD_SCHEMA
 

@@ -1,0 +1,91 @@
+"""AUTO settings from config.toml's `[auto]` table (the orchestration composition roots read this).
+
+Keys: `auto.workers` (1-3, default 2: concurrent workers per session), `auto.quota_cache_seconds`
+(30-300, default 45), and the table `[auto.model_tiers]` (`"codex:MODEL" = "light|balanced|strong|
+max"`), which assigns a capability tier to a model the reviewed table does not know or overrides it.
+An invalid value is an error naming the key; a missing file or table gives the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ivoai.client.orchestration._scoring import Tier
+from ivoai.common.errors import ValidationError
+from ivoai.common.limits import (
+    AUTO_WORKER_TIMEOUT_DEFAULT_SECONDS,
+    AUTO_WORKER_TURNS_DEFAULT,
+    AUTO_WORKERS_DEFAULT,
+    AUTO_WORKERS_MAX,
+    QUOTA_CACHE_DEFAULT_SECONDS,
+    QUOTA_CACHE_MAX_SECONDS,
+    QUOTA_CACHE_MIN_SECONDS,
+)
+from ivoai.common.paths import XdgPaths
+
+
+@dataclass(frozen=True)
+class AutoSettings:
+    """Validated AUTO settings."""
+
+    workers: int = AUTO_WORKERS_DEFAULT
+    quota_cache_seconds: int = QUOTA_CACHE_DEFAULT_SECONDS
+    model_tiers: Mapping[str, Tier] = field(default_factory=dict)
+    worker_timeout_seconds: int = AUTO_WORKER_TIMEOUT_DEFAULT_SECONDS
+    worker_max_turns: int = AUTO_WORKER_TURNS_DEFAULT
+
+
+def _int(table: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValidationError(f"config auto.{key} must be an integer {lo}..{hi}")
+    return value
+
+
+def settings_from_doc(doc: Mapping[str, Any]) -> AutoSettings:
+    """Validate the `[auto]` table of a config document.
+
+    Raises:
+        ValidationError: a value out of range, naming the key and the range.
+    """
+    table = doc.get("auto") or {}
+    if not isinstance(table, dict):
+        raise ValidationError("config [auto] must be a table")
+    tiers_raw = table.get("model_tiers") or {}
+    if not isinstance(tiers_raw, dict):
+        raise ValidationError('config [auto.model_tiers] must be a table of "vendor:model" = "tier"')
+    tiers: dict[str, Tier] = {}
+    for key, value in tiers_raw.items():
+        vendor, _, model = str(key).partition(":")
+        if vendor not in ("codex", "claude") or not model:
+            raise ValidationError(
+                f'config auto.model_tiers key {str(key)[:80]!r} must be "codex:MODEL" or "claude:MODEL"'
+            )
+        try:
+            tiers[f"{vendor}:{model}"] = Tier.parse(str(value))
+        except ValueError as exc:
+            raise ValidationError(f"config auto.model_tiers.{key}: {exc}") from None
+    return AutoSettings(
+        workers=_int(table, "workers", AUTO_WORKERS_DEFAULT, 1, AUTO_WORKERS_MAX),
+        quota_cache_seconds=_int(
+            table,
+            "quota_cache_seconds",
+            QUOTA_CACHE_DEFAULT_SECONDS,
+            QUOTA_CACHE_MIN_SECONDS,
+            QUOTA_CACHE_MAX_SECONDS,
+        ),
+        model_tiers=tiers,
+    )
+
+
+def load_settings(paths: XdgPaths | None = None) -> AutoSettings:
+    """Read config.toml (stdlib TOML reader) and validate its `[auto]` table.
+
+    Raises:
+        ValidationError: an invalid AUTO value; ConfigError: an unreadable config file.
+    """
+    from ivoai.client.config.fast import read_config_fast
+
+    return settings_from_doc(read_config_fast(paths))

@@ -1,0 +1,221 @@
+"""Stand-in for a *logged-in* `codex` (a subscription account cannot be had on these machines).
+
+The real `codex app-server` is used wherever its own behaviour can be observed without an account
+(handshake, `model/list`, the unauthenticated answers: see test_appserver.py). This script replays
+what a logged-in account answers, in the documented schema (the fixtures it serves are validated
+against the schema the installed codex generates), so ivoai's handling of real numbers can be
+tested. It reads its script from `$CODEX_HOME/ivoai-standin.json` (CODEX_HOME is one of the few
+variables ivoai passes to the clients it probes):
+
+    {"version": "0.171.0", "account": {...GetAccountResponse...},
+     "rate_limits": {...GetAccountRateLimitsResponse...} | {"error": {"code": -32600, "message": "..."}},
+     "updates": [{...AccountRateLimitsUpdatedNotification...}], "model_list": {...ModelListResponse...},
+     "exec": {"events": [...JSONL events...], "last_message": "...", "exit": 0, "hold": false,
+              "write": "relative/path", "spawn_child": false, "by_model": {MODEL: {overrides}}}}
+
+The rate-limit fixtures are written as of FIXTURE_EPOCH; every `resetsAt` is moved by the time
+elapsed since then, as a live account would report it. Every request it receives is appended to
+`$CODEX_HOME/ivoai-standin-requests.jsonl`.
+Started as the interactive primary (any other arguments), it logs its argv and environment names
+and, when the script has `"primary": {"calls": [[tool, args], ...]}`, starts the MCP servers its
+`-c mcp_servers.ivoai-orchestrator.command/args` name (as Codex would), makes those tool calls with
+the MCP SDK client and appends each answer to `$CODEX_HOME/ivoai-standin-primary.jsonl`.
+`codex exec` replays `exec.events` as JSONL on stdout (the documented `codex exec --json` event
+types), writes `exec.last_message` to the `-o` file, and exits `exec.exit`; `hold` keeps it alive
+(printing a line every 10 ms) until it is signalled; `write` creates a file in the work tree (to
+test the read-only violation check); `spawn_child` leaves a grandchild in its process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+FIXTURE_EPOCH = 1796140000  # the "now" the rate-limit fixtures were written for
+
+
+def _shift(doc: Any) -> Any:
+    """Move every `resetsAt` by the time elapsed since FIXTURE_EPOCH."""
+    delta = int(time.time()) - FIXTURE_EPOCH
+    if isinstance(doc, dict):
+        return {k: v + delta if k == "resetsAt" and isinstance(v, int) else _shift(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_shift(v) for v in doc]
+    return doc
+
+
+def _home() -> str:
+    return os.environ.get("CODEX_HOME") or os.path.join(os.environ.get("HOME", "/nonexistent"), ".codex")
+
+
+def _script() -> dict[str, Any]:
+    try:
+        with open(os.path.join(_home(), "ivoai-standin.json"), encoding="utf-8") as fh:
+            doc = json.load(fh)
+            return doc if isinstance(doc, dict) else {}
+    except FileNotFoundError:
+        return {}
+
+
+def _log(doc: Any) -> None:
+    with open(os.path.join(_home(), "ivoai-standin-requests.jsonl"), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(doc) + "\n")
+
+
+def _send(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+def app_server(script: dict[str, Any]) -> int:
+    version = script.get("version", "0.171.0")
+    for line in sys.stdin:
+        msg = json.loads(line)
+        _log(msg)
+        if "id" not in msg:
+            continue
+        method, rid = msg.get("method"), msg["id"]
+        if method == "initialize":
+            name = msg["params"]["clientInfo"]["name"]
+            _send(
+                {
+                    "id": rid,
+                    "result": {
+                        "userAgent": f"{name}/{version} (standin)",
+                        "codexHome": _home(),
+                        "platformFamily": "unix",
+                        "platformOs": "linux",
+                    },
+                }
+            )
+            _send({"method": "configWarning", "params": {"summary": "stand-in notice", "details": None}})
+        elif method == "account/read":
+            _send(
+                {"id": rid, "result": script.get("account") or {"account": None, "requiresOpenaiAuth": True}}
+            )
+        elif method == "account/rateLimits/read":
+            for update in script.get("updates") or []:
+                _send({"method": "account/rateLimits/updated", "params": _shift(update)})
+            answer = script.get("rate_limits")
+            if answer is None:
+                answer = {
+                    "error": {
+                        "code": -32600,
+                        "message": "codex account authentication required to read rate limits",
+                    }
+                }
+            if "error" in answer:
+                _send({"id": rid, "error": answer["error"]})
+            else:
+                _send({"id": rid, "result": _shift(answer)})
+        elif method == "model/list":
+            _send({"id": rid, "result": script.get("model_list") or {"data": [], "nextCursor": None}})
+        else:
+            _send({"id": rid, "error": {"code": -32601, "message": f"unknown method {method}"}})
+    return 0
+
+
+def exec_(argv: list[str], script: dict[str, Any]) -> int:
+    spec = script.get("exec") or {}
+    model = argv[argv.index("-m") + 1] if "-m" in argv else None
+    spec = {**spec, **(spec.get("by_model") or {}).get(model, {})}
+    prompt = sys.stdin.read()
+    _log(
+        {
+            "exec_argv": argv,
+            "prompt_bytes": len(prompt.encode()),
+            "cwd": os.getcwd(),
+            "env_keys": sorted(os.environ),
+        }
+    )
+    if spec.get("write"):
+        with open(spec["write"], "w", encoding="utf-8") as fh:
+            fh.write("written by a worker that should not write\n")
+    if spec.get("spawn_child"):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        _log({"grandchild": child.pid})
+    for event in spec.get("events") or []:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+    if "-o" in argv and spec.get("last_message") is not None:
+        with open(argv[argv.index("-o") + 1], "w", encoding="utf-8") as fh:
+            fh.write(spec["last_message"])
+    if spec.get("hold"):
+        n = 0
+        while True:
+            sys.stdout.write(
+                json.dumps(
+                    {"type": "item.updated", "item": {"id": f"i{n}", "type": "reasoning", "text": "x" * 200}}
+                )
+                + "\n"
+            )
+            sys.stdout.flush()
+            n += 1
+            time.sleep(0.01)
+    return int(spec.get("exit", 0))
+
+
+def _orchestrator_command(argv: list[str]) -> tuple[str, list[str]] | None:
+    command, args = None, None
+    for i, arg in enumerate(argv[:-1]):
+        if arg != "-c":
+            continue
+        value = argv[i + 1]
+        if value.startswith("mcp_servers.ivoai-orchestrator.command="):
+            command = json.loads(value.partition("=")[2])
+        elif value.startswith("mcp_servers.ivoai-orchestrator.args="):
+            args = json.loads(value.partition("=")[2])
+    return (command, args) if command and args is not None else None
+
+
+def primary(argv: list[str], script: dict[str, Any]) -> int:
+    _log({"primary_argv": argv, "env_keys": sorted(os.environ)})
+    calls = (script.get("primary") or {}).get("calls") or []
+    server = _orchestrator_command(argv)
+    if not calls or server is None:
+        return int((script.get("primary") or {}).get("exit", 0))
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def drive() -> None:
+        params = StdioServerParameters(command=server[0], args=server[1])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            for name, args in calls:
+                result = await session.call_tool(name, args)
+                with open(os.path.join(_home(), "ivoai-standin-primary.jsonl"), "a", encoding="utf-8") as fh:
+                    fh.write(
+                        json.dumps(
+                            {"tool": name, "result": result.structured_content, "is_error": result.is_error}
+                        )
+                        + "\n"
+                    )
+
+    anyio.run(drive)
+    return 0
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    script = _script()
+    if argv[:1] == ["--version"]:
+        sys.stdout.write(f"codex-cli {script.get('version', '0.171.0')}\n")
+        return 0
+    if argv[:1] == ["app-server"]:
+        return app_server(script)
+    if argv[:1] == ["exec"]:
+        return exec_(argv, script)
+    if argv[:2] == ["login", "status"]:
+        logged_in = bool((script.get("account") or {}).get("account"))
+        sys.stdout.write("Logged in using ChatGPT\n" if logged_in else "Not logged in\n")
+        return 0 if logged_in else 1
+    return primary(argv, script)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
