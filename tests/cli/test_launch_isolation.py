@@ -120,3 +120,21 @@ def test_headroom_wrap_runs_the_real_client_and_leaves_client_homes_unchanged(xd
     assert record["requested_provider"] == record["effective_provider"] == "headroom"
     assert record["provider_source"] == "explicit"
     assert _snapshot(home) == before
+    # `headroom wrap` leaves its detached proxy running (15 minutes by its own watchdog); ivoai
+    # stops the one of this session when the client exits.
+    assert _processes_of_session(str(record["id"])) == []
+
+
+def _processes_of_session(session_id: str) -> list[str]:
+    """Command lines of live processes whose environment carries this ivoai session's ID."""
+    wanted = f"IVOAI_SESSION_ID={session_id}".encode()
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if wanted in environ:
+            found.append(cmdline.decode(errors="replace"))
+    return found

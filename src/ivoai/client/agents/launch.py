@@ -197,7 +197,8 @@ def _decide(
         from ivoai.client.compression import headroom
 
         binary = headroom.preflight(spec.name, session.env)
-        return d.after_preflight(setting, provider, None), [], dict(headroom.ENV), binary.path
+        env = {**headroom.ENV, **headroom.WRAP_PROXY_ENV}
+        return d.after_preflight(setting, provider, None), [], env, binary.path
     except PreflightError as exc:
         _note(f"{provider} unavailable ({exc.code}); starting the official {spec.binary} directly")
         return d.after_preflight(setting, provider, exc.code), [], {}, None
@@ -367,6 +368,7 @@ def run_launch(
     session.extension = extension
     started = time.time()
     with Supervisor() as sup:  # block signals before the router thread exists
+        wrap_port: int | None = None
         try:
             skills = _skills(session)  # issue 20: `--skill` resolved and copied before anything starts
             _start_knowledge(session)
@@ -394,9 +396,9 @@ def run_launch(
                 extra_env["PATH"] = os.path.dirname(exe_path) + os.pathsep + env.get("PATH", "")
                 if spec.name == "codex" and not os.path.exists(_codex_home(env)):
                     session.codex_home_created_by_us = _codex_home(env)
-                argv = headroom.wrap_argv(
-                    headroom.HeadroomBinary(wrapper, ""), spec.name, free_loopback_port(), client_args
-                )
+                wrap_port = free_loopback_port()
+                binary = headroom.HeadroomBinary(wrapper, "")
+                argv = headroom.wrap_argv(binary, spec.name, wrap_port, client_args)
                 path = wrapper
             else:
                 argv = [exe_path, *client_args]
@@ -435,6 +437,10 @@ def run_launch(
                 session.proxy = None  # reaped by the supervisor
             _record_end(session, record, decision, outcome)
         finally:
+            if wrap_port is not None:  # headroom leaves its detached proxy running for 15 minutes
+                from ivoai.client.compression import headroom
+
+                headroom.stop_wrap_proxy(wrap_port, session.id)
             session.close()
     if outcome.reason == "helper_died":
         err = SessionEndedError(

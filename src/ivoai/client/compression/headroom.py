@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ivoai.client.agents.executors import discover
 from ivoai.client.compression._probe import run_probe
 from ivoai.client.compression.errors import PreflightError
-from ivoai.common.limits import HEADROOM_PROBE_TIMEOUT_SECONDS
+from ivoai.common.limits import HEADROOM_PROBE_TIMEOUT_SECONDS, TERM_GRACE_SECONDS
 
 _VERSION = re.compile(r"headroom, version (\d+\.\d+\.\d+\S*)")
 MIN_VERSION = (0, 36, 0)  # the seed's reviewed pin; `wrap codex|claude` exist since then
@@ -111,3 +111,69 @@ def wrap_argv(binary: HeadroomBinary, executor: str, port: int, client_args: lis
         "--",
         *client_args,
     ]
+
+
+# `headroom wrap` starts its proxy detached (its own session) and, on a normal exit, leaves it to the
+# proxy's orphan watchdog, which stops it only after 15 minutes without clients (60 s at the least).
+# ivoai gives each session a private port, so no other client can ever share that proxy: the
+# launcher stops it when the client exits (seed 003: the executor's exit ends the proxy).
+WRAP_PROXY_ENV = {"HEADROOM_WRAP_ORPHAN_GRACE_SECONDS": "60"}  # backstop for an ivoai that was killed
+
+
+def _wrap_proxy_pids(port: int, session_id: str) -> list[int]:
+    """PIDs of this user's headroom proxies on `port` that carry this session's ID in their environment."""
+    wanted_env = f"IVOAI_SESSION_ID={session_id}".encode()
+    port_arg = str(port).encode()
+    uid, me, found = os.getuid(), os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read(8192).split(b"\0")
+            if b"proxy" not in argv or b"--port" not in argv or not any(b"headroom" in a for a in argv):
+                continue
+            i = argv.index(b"--port")
+            if i + 1 >= len(argv) or argv[i + 1] != port_arg:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read(1 << 20).split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if wanted_env in environ:
+            found.append(int(name))
+    return found
+
+
+def stop_wrap_proxy(port: int, session_id: str, *, grace_seconds: float = TERM_GRACE_SECONDS) -> int:
+    """Stop the proxy `headroom wrap` left on `port` for this session (bounded TERM -> KILL); how many.
+
+    Only a process of this user whose argv is a headroom proxy on exactly this port *and* whose
+    environment carries this session's `IVOAI_SESSION_ID` is signalled, and each signal re-checks
+    its start marker, so a recycled PID is never hit.
+    """
+    import signal
+    import time
+
+    from ivoai.client.sessions.procinfo import is_same_process, start_marker
+
+    targets = [(pid, start_marker(pid)) for pid in _wrap_proxy_pids(port, session_id)]
+    for pid, marker in targets:
+        if is_same_process(pid, marker):
+            _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while any(is_same_process(p, m) for p, m in targets) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid, marker in targets:
+        if is_same_process(pid, marker):
+            _signal(pid, signal.SIGKILL)
+    return len(targets)
+
+
+def _signal(pid: int, signo: int) -> None:
+    import contextlib
+
+    with contextlib.suppress(ProcessLookupError):  # it exited between the check and the signal
+        os.kill(pid, signo)
