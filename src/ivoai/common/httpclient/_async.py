@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx2
 
 from ivoai.common.httpclient._h11 import END_OF_ANSWER, NEED_DATA, ClientParser, request_event
-from ivoai.common.httpclient._origin import READ_CHUNK_BYTES, Origin
+from ivoai.common.httpclient._origin import READ_CHUNK_BYTES, Endpoint
 
 
 class _Connection:
@@ -76,42 +76,22 @@ class _Body(httpx2.AsyncByteStream):
         self._transport = transport
         self._conn = conn
         self._request = request
-        self._reusable = False
-        self._done = False
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         parser = self._conn.parser
-        try:
-            while True:
-                piece = parser.next_body(self._request)
-                if piece is NEED_DATA:
-                    await self._conn.read_into_parser(self._request)
-                elif piece is END_OF_ANSWER:
-                    break
-                else:
-                    assert isinstance(piece, bytes)
-                    yield piece
-            self._reusable = parser.finish()
-            self._done = True
-        except BaseException:
-            self._reusable = False
-            raise
-
-    def _finish_buffered(self) -> None:
-        """An answer whose end is already buffered (an empty body) counts as read to the end."""
-        with contextlib.suppress(httpx2.RemoteProtocolError):
-            if self._conn.parser.next_body(self._request) is END_OF_ANSWER:
-                self._reusable = self._conn.parser.finish()
-                self._done = True
+        while (piece := parser.next_body(self._request)) is not END_OF_ANSWER:
+            if piece is NEED_DATA:
+                await self._conn.read_into_parser(self._request)
+            else:
+                assert isinstance(piece, bytes)
+                yield piece
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if not self._done:
-            self._finish_buffered()
-        if self._done and self._reusable:
+        if self._conn.parser.settle(self._request):
             self._transport.release(self._conn)
         else:
             self._conn.close()
@@ -132,24 +112,16 @@ class AsyncHttp11Transport(httpx2.AsyncBaseTransport):
         """Raises:
         httpx2.InvalidURL, httpx2.UnsupportedProtocol: `origin_url` is not an http(s) URL with a host.
         """
-        self.origin = Origin.of(origin_url)
-        self.head_max_bytes = head_max_bytes
+        self.endpoint = Endpoint(origin_url, ssl_context, head_max_bytes)
         self.keepalive_seconds = keepalive_seconds
         self.idle_connections = idle_connections
-        self._ssl_factory = ssl_context
-        self._ssl: ssl.SSLContext | None = None
         self.idle: list[_Connection] = []
         self._closed = False
 
-    def _ssl_context(self) -> ssl.SSLContext:
-        if self._ssl is None:
-            self._ssl = self._ssl_factory()
-        return self._ssl
-
     async def _connect(self, request: httpx2.Request) -> _Connection:
         timeout = request.extensions.get("timeout", {}).get("connect")
-        origin = self.origin
-        tls = self._ssl_context() if origin.scheme == "https" else None
+        origin = self.endpoint.origin
+        tls = self.endpoint.tls()
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(
@@ -167,7 +139,7 @@ class AsyncHttp11Transport(httpx2.AsyncBaseTransport):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Connection(reader, writer, self.head_max_bytes, self.keepalive_seconds)
+        return _Connection(reader, writer, self.endpoint.head_max_bytes, self.keepalive_seconds)
 
     def release(self, conn: _Connection) -> None:
         """Keep a connection whose answer was read to the end for the next request (or close it)."""
@@ -188,7 +160,7 @@ class AsyncHttp11Transport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if self._closed:
             raise httpx2.ConnectError("the transport is closed", request=request)
-        self.origin.check(request)
+        self.endpoint.origin.check(request)
         head = request_event(request)  # refused here, before a connection is opened
         conn = await self._acquire(request)
         try:

@@ -17,6 +17,7 @@ HEAD and 204/304, keep-alive (`Connection: close` and HTTP/1.0 end it). On top o
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Final
 
@@ -80,6 +81,7 @@ class ClientParser:
         self.head_max_bytes = head_max_bytes
         self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=head_max_bytes)
         self.received = 0  # bytes of the current answer fed so far
+        self.reusable = False  # the answer was read to its end and the connection is ready for the next
 
     def request_bytes(self, head: h11.Request, request: httpx2.Request) -> bytes:
         """The whole request (head and body) to write in one send.
@@ -87,6 +89,7 @@ class ClientParser:
         Raises:
             httpx2.LocalProtocolError: h11 cannot write it (e.g. a body longer than its Content-Length).
         """
+        self.reusable = False
         try:
             data = self._h11.send(head)
             content = request.content  # lean transports send bodies built from bytes, never streamed
@@ -142,7 +145,8 @@ class ClientParser:
                 raise httpx2.RemoteProtocolError("malformed answer", request=request)
 
     def next_body(self, request: httpx2.Request) -> bytes | type[h11.NEED_DATA] | type[h11.EndOfMessage]:
-        """The next piece of the body, NEED_DATA (feed more), or END_OF_ANSWER.
+        """The next piece of the body, NEED_DATA (feed more), or END_OF_ANSWER (then `reusable` says
+        whether the connection may carry the next request).
 
         Raises:
             httpx2.RemoteProtocolError: malformed body framing, or the connection ended too early.
@@ -156,11 +160,22 @@ class ClientParser:
                     return bytes(event.data)
                 continue
             if isinstance(event, h11.EndOfMessage):
+                self.reusable = self._finish()
                 return h11.EndOfMessage
             raise httpx2.RemoteProtocolError("malformed answer", request=request)  # pragma: no cover
 
-    def finish(self) -> bool:
-        """After END_OF_ANSWER: whether the connection may carry the next request (then it is ready)."""
+    def settle(self, request: httpx2.Request) -> bool:
+        """When the caller is done with the answer: whether the connection may carry the next request.
+
+        True after an answer read to its end, or one whose end is already buffered (an empty body);
+        False for a body left unread, a failed or interrupted exchange, or the module doc's rules.
+        """
+        if not self.reusable:
+            with contextlib.suppress(httpx2.RemoteProtocolError):
+                self.next_body(request)  # reaches END_OF_ANSWER only if nothing of the body is left
+        return self.reusable
+
+    def _finish(self) -> bool:
         conn = self._h11
         if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
             return False

@@ -34,7 +34,7 @@ import h11
 import httpx2
 
 from ivoai.common.httpclient._h11 import END_OF_ANSWER, NEED_DATA, ClientParser, request_event
-from ivoai.common.httpclient._origin import READ_CHUNK_BYTES, Origin
+from ivoai.common.httpclient._origin import READ_CHUNK_BYTES, Endpoint
 
 _PEER_CLOSED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 Seconds = float | None
@@ -89,33 +89,22 @@ class _Body(httpx2.SyncByteStream):
         self._conn = conn
         self._request = request
         self._timeout = _timeouts(request, transport.timeout)[2]
-        self._reusable = False
-        self._done = False
         self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
         parser = self._conn.parser
-        try:
-            while True:
-                piece = parser.next_body(self._request)
-                if piece is NEED_DATA:
-                    self._conn.read_into_parser(self._request, self._timeout)
-                elif piece is END_OF_ANSWER:
-                    break
-                else:
-                    assert isinstance(piece, bytes)
-                    yield piece
-            self._reusable = parser.finish()
-            self._done = True
-        except BaseException:
-            self._reusable = False
-            raise
+        while (piece := parser.next_body(self._request)) is not END_OF_ANSWER:
+            if piece is NEED_DATA:
+                self._conn.read_into_parser(self._request, self._timeout)
+            else:
+                assert isinstance(piece, bytes)
+                yield piece
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._done and self._reusable:
+        if self._conn.parser.settle(self._request):
             self._transport.release(self._conn)
         else:
             self._conn.close()
@@ -147,42 +136,35 @@ class SyncHttp11Transport(httpx2.BaseTransport):
         """Raises:
         httpx2.InvalidURL, httpx2.UnsupportedProtocol: `origin_url` is not an http(s) URL with a host.
         """
-        self.origin = Origin.of(origin_url)
-        self.head_max_bytes = head_max_bytes
+        self.endpoint = Endpoint(origin_url, ssl_context, head_max_bytes)
         self.idle_connections = idle_connections
         self.timeout = timeout
         self.retry_stale = retry_stale
-        self._ssl_factory = ssl_context
-        self._ssl: ssl.SSLContext | None = None
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._generation = 0  # bumped by close(): connections of an older generation are not kept
 
-    def _ssl_context(self) -> ssl.SSLContext:
-        with self._lock:
-            if self._ssl is None:
-                self._ssl = self._ssl_factory()
-            return self._ssl
-
     def _connect(self, request: httpx2.Request, generation: int) -> _Connection:
         timeout = _timeouts(request, self.timeout)[0]
         try:
-            sock = socket.create_connection((self.origin.host, self.origin.port), timeout=timeout)
+            origin = self.endpoint.origin
+            sock = socket.create_connection((origin.host, origin.port), timeout=timeout)
         except TimeoutError:
             raise httpx2.ConnectTimeout("timed out connecting", request=request) from None
         except OSError as exc:  # refused, unreachable, name resolution
             raise httpx2.ConnectError(str(exc) or type(exc).__name__, request=request) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.origin.scheme == "https":
-                sock = self._ssl_context().wrap_socket(sock, server_hostname=self.origin.host)
+            tls = self.endpoint.tls()
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=origin.host)
         except TimeoutError:
             sock.close()
             raise httpx2.ConnectTimeout("timed out in the TLS handshake", request=request) from None
         except OSError as exc:  # TLS verification (ssl.SSLError is an OSError)
             sock.close()
             raise httpx2.ConnectError(str(exc) or type(exc).__name__, request=request) from None
-        return _Connection(sock, self.head_max_bytes, generation)
+        return _Connection(sock, self.endpoint.head_max_bytes, generation)
 
     def _acquire(self, request: httpx2.Request) -> tuple[_Connection, bool]:
         """An idle connection with nothing to read (reused=True), else a new one."""
@@ -205,7 +187,7 @@ class SyncHttp11Transport(httpx2.BaseTransport):
         conn.close()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        self.origin.check(request)
+        self.endpoint.origin.check(request)
         head = request_event(request)  # refused here, before a connection is opened
         for attempt in (1, 2):
             conn, reused = self._acquire(request)

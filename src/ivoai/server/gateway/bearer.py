@@ -6,7 +6,7 @@ verify enrollment credentials, `/mcp` verifies OAuth access tokens (bound to the
 resource). A credential of another family is simply unknown to the verifier, so it is refused with
 401 like any invalid token. The `Authorization` header is read by `common.httpauth`, the one parser.
 
-Refusals are raised as `errors.InvalidToken` (401) and `errors.InsufficientScope` (403) with their
+Refusals are raised as `errors.HttpRefusal`s, `invalid_token` (401) and `insufficient_scope` (403), with their
 `WWW-Authenticate` challenge (RFC 6750 §3, plus RFC 9728's `resource_metadata` on `/mcp`); the app's
 one exception handler renders them (`errors.py`).
 
@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ivoai.common.httpauth import bearer_token
 from ivoai.server.auth.principal import Principal
 from ivoai.server.gateway.bodies import read_body
-from ivoai.server.gateway.errors import InsufficientScope, InvalidToken
+from ivoai.server.gateway.errors import insufficient_scope, invalid_token
 from ivoai.server.gateway.tools import PRINCIPAL_KEY, TOOL_SCOPES
 
 Verifier = Callable[[str], Principal | None]
@@ -99,19 +99,19 @@ class BearerGate:
         """The caller holding one of the route's scopes.
 
         Raises:
-            InvalidToken: no credential, or one the verifier does not accept.
-            InsufficientScope: a valid credential without any of the route's scopes.
+            HttpRefusal: 401 `invalid_token` (no credential, or one the verifier does not accept) or
+                403 `insufficient_scope` (a valid credential without any of the route's scopes).
         """
         token = bearer_token(_authorization(scope))
         principal = self.verify(token) if token is not None else None
         if principal is None:
             error = "invalid_token" if token is not None else None
-            raise InvalidToken("a valid bearer credential is required", headers=self._challenge(error))
+            raise invalid_token("a valid bearer credential is required", self._challenge(error))
         if self.any_of_scopes and not principal.scopes & set(self.any_of_scopes):
             needed = " ".join(self.any_of_scopes)
-            raise InsufficientScope(
+            raise insufficient_scope(
                 f"this endpoint requires one of: {needed}",
-                headers=self._challenge("insufficient_scope", scope_needed=needed),
+                self._challenge("insufficient_scope", scope_needed=needed),
             )
         return principal
 
@@ -119,9 +119,8 @@ class BearerGate:
         for name in _tool_names(body):
             needed = TOOL_SCOPES.get(name)
             if needed is not None and needed not in principal.scopes:
-                raise InsufficientScope(
-                    f"{name} requires {needed}",
-                    headers=self._challenge("insufficient_scope", scope_needed=needed),
+                raise insufficient_scope(
+                    f"{name} requires {needed}", self._challenge("insufficient_scope", scope_needed=needed)
                 )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

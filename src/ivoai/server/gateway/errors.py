@@ -36,48 +36,24 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 class HttpRefusal(IvoaiError):
-    """A refusal at the HTTP edge (bearer gate, guard) with the headers it is answered with."""
+    """A refusal at the HTTP edge (bearer gate, guard) with its own status, code and headers."""
 
-    http_status = 400
-
-    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, code: str, status: int, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.http_status = status
         self.headers = dict(headers or {})
 
 
-class InvalidToken(HttpRefusal):
-    """No credential, or one the route's verifier does not know (expired, revoked, other family)."""
-
-    code = "invalid_token"
-    http_status = 401
+def invalid_token(message: str, challenge: Mapping[str, str]) -> HttpRefusal:
+    """401: no credential, or one the route's verifier does not know (expired, revoked, other family)."""
+    return HttpRefusal(message, code="invalid_token", status=401, headers=challenge)
 
 
-class InsufficientScope(HttpRefusal):
-    """The credential is valid but lacks the scope the route or the called tool needs."""
-
-    code = "insufficient_scope"
-    http_status = 403
-
-
-class PlaintextRefused(HttpRefusal):
-    """Plain HTTP from outside the trusted TLS-terminating proxies."""
-
-    code = "plaintext_refused"
-    http_status = 403
-
-
-class InvalidHost(HttpRefusal):
-    """`Host` does not name this server (DNS rebinding defence)."""
-
-    code = "invalid_host"
-    http_status = 421
-
-
-class InvalidOrigin(HttpRefusal):
-    """A browser `Origin` that is neither the public origin nor an allowed one."""
-
-    code = "invalid_origin"
-    http_status = 403
+def insufficient_scope(message: str, challenge: Mapping[str, str]) -> HttpRefusal:
+    """403: a valid credential without the scope the route or the called tool needs."""
+    return HttpRefusal(message, code="insufficient_scope", status=403, headers=challenge)
 
 
 class HandlerTimeout(IvoaiError):

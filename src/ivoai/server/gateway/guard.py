@@ -28,13 +28,7 @@ from ivoai.common.errors import TooLargeError
 from ivoai.common.limits import HTTP_BODY_MAX_BYTES, HTTP_READ_TIMEOUT_SECONDS, HTTP_WRITE_TIMEOUT_SECONDS
 from ivoai.common.net import is_loopback_host
 from ivoai.server.gateway.bodies import read_body
-from ivoai.server.gateway.errors import (
-    HttpRefusal,
-    InvalidHost,
-    InvalidOrigin,
-    PlaintextRefused,
-    error_response,
-)
+from ivoai.server.gateway.errors import HttpRefusal, error_response
 from ivoai.server.gateway.settings import GatewaySettings, IpNetwork
 
 CORS_PATHS = frozenset({"/token", "/register", "/revoke"})
@@ -111,11 +105,13 @@ class GatewayGuard:
         """Why the request is refused before routing (transport policy, Host, Origin), or None."""
         headers = dict(scope.get("headers", []))
         if self.enforce_proxy and not self._peer_ok(scope, headers):
-            return PlaintextRefused(
-                "plain HTTP is accepted only from a trusted TLS-terminating proxy (X-Forwarded-Proto: https)"
+            return HttpRefusal(
+                "plain HTTP is accepted only from a trusted TLS-terminating proxy (X-Forwarded-Proto: https)",
+                code="plaintext_refused",
+                status=403,
             )
         if not self._host_ok(headers.get(b"host", b"").decode("latin-1")):
-            return InvalidHost("Host is not this server")
+            return HttpRefusal("Host is not this server", code="invalid_host", status=421)
         origin = headers.get(b"origin")
         path = scope.get("path", "")
         if (
@@ -124,7 +120,7 @@ class GatewayGuard:
             and not path.startswith("/.well-known/")
             and origin.decode("latin-1").lower() not in self.allowed_origins
         ):
-            return InvalidOrigin("Origin is not allowed")
+            return HttpRefusal("Origin is not allowed", code="invalid_origin", status=403)
         return None
 
 

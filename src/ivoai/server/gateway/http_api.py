@@ -148,45 +148,35 @@ class HookHandler:
         return JSONResponse(result.model_dump(mode="json"))
 
 
-class AdminStatusHandler:
-    """`GET /v1/admin/status`: versions, readiness and uptime."""
+class AdminHandler:
+    """The read-only admin allowlist: typed summaries, never server paths, no shell, no proxy."""
 
-    def __init__(self, hub: ServiceHub, started_at: float) -> None:
+    def __init__(self, hub: ServiceHub, settings: GatewaySettings, started_at: float) -> None:
         self.hub = hub
+        self.settings = settings
         self.started_at = started_at
 
-    async def handle(self, request: Request) -> Response:
+    async def status(self, request: Request) -> Response:
+        """`GET /v1/admin/status`: versions, readiness and uptime."""
         report = await anyio.to_thread.run_sync(self.hub.readiness)
+        uptime = round(time.monotonic() - self.started_at, 1)
         return JSONResponse(
             {
                 "server_version": __version__,
                 "protocol_version": PROTOCOL_VERSION,
                 "status": report["status"],
-                "uptime_seconds": round(time.monotonic() - self.started_at, 1),
+                "uptime_seconds": uptime,
             }
         )
 
-
-class AdminDoctorHandler:
-    """`GET /v1/admin/doctor`: the readiness checks and the transport settings, path-free."""
-
-    def __init__(self, hub: ServiceHub, settings: GatewaySettings) -> None:
-        self.hub = hub
-        self.settings = settings
-
-    async def handle(self, request: Request) -> Response:
+    async def doctor(self, request: Request) -> Response:
+        """`GET /v1/admin/doctor`: the readiness checks and the transport settings."""
         report = await anyio.to_thread.run_sync(self.hub.readiness)
         transport = {"tls": self.settings.tls, "trusted_proxies": len(self.settings.trusted_proxies)}
         return JSONResponse({"status": report["status"], "checks": report["checks"], "transport": transport})
 
-
-class AdminConnectorsHandler:
-    """`GET /v1/admin/connectors`: typed and path-free (a remote reader learns names and counts)."""
-
-    def __init__(self, hub: ServiceHub) -> None:
-        self.hub = hub
-
-    async def handle(self, request: Request) -> Response:
+    async def connectors(self, request: Request) -> Response:
+        """`GET /v1/admin/connectors`: names and counts (a remote reader learns no server path)."""
         context = await anyio.to_thread.run_sync(self.hub.context)
         connectors = await anyio.to_thread.run_sync(context.list_connectors)
         fields = ("name", "type", "state", "documents", "bytes")
@@ -205,34 +195,16 @@ def http_routes(
     def native(handler: Handler, scope: str) -> Any:
         return authenticated(bounded(handler), verify_native, scope)
 
+    hook, batch = HookHandler(hub, batch=False), HookHandler(hub, batch=True)
+    admin = AdminHandler(hub, settings, started_at)
     return [
         Route(DISCOVERY_PATH, DiscoveryHandler(settings).handle, methods=["GET"]),
         Route("/health", HealthHandler().handle, methods=["GET"]),
         Route("/ready", ReadyHandler(hub).handle, methods=["GET"]),
         Route("/v1/enroll", bounded(EnrollHandler(enrollment).handle), methods=["POST"]),
-        Route(
-            "/v1/memory/hook",
-            native(HookHandler(hub, batch=False).handle, SCOPE_MEMORY_WRITE),
-            methods=["POST"],
-        ),
-        Route(
-            "/v1/memory/hook/batch",
-            native(HookHandler(hub, batch=True).handle, SCOPE_MEMORY_WRITE),
-            methods=["POST"],
-        ),
-        Route(
-            "/v1/admin/status",
-            native(AdminStatusHandler(hub, started_at).handle, SCOPE_STATUS_READ),
-            methods=["GET"],
-        ),
-        Route(
-            "/v1/admin/doctor",
-            native(AdminDoctorHandler(hub, settings).handle, SCOPE_DOCTOR_READ),
-            methods=["GET"],
-        ),
-        Route(
-            "/v1/admin/connectors",
-            native(AdminConnectorsHandler(hub).handle, SCOPE_CONNECTOR_READ),
-            methods=["GET"],
-        ),
+        Route("/v1/memory/hook", native(hook.handle, SCOPE_MEMORY_WRITE), methods=["POST"]),
+        Route("/v1/memory/hook/batch", native(batch.handle, SCOPE_MEMORY_WRITE), methods=["POST"]),
+        Route("/v1/admin/status", native(admin.status, SCOPE_STATUS_READ), methods=["GET"]),
+        Route("/v1/admin/doctor", native(admin.doctor, SCOPE_DOCTOR_READ), methods=["GET"]),
+        Route("/v1/admin/connectors", native(admin.connectors, SCOPE_CONNECTOR_READ), methods=["GET"]),
     ]
