@@ -21,11 +21,8 @@ import threading
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx2
-
-from ivoai.common.httpclient import SyncHttp11Transport, read_capped
 from ivoai.common.limits import (
     CONTEXT_EMBED_BATCH_SIZE,
     EMBEDDING_DIMENSIONS,
@@ -38,6 +35,9 @@ from ivoai.common.limits import (
 from ivoai.server.context.errors import EmbedderError
 from ivoai.server.context.settings import ContextSettings, read_key_file
 from ivoai.server.datadir import ServerDataDir
+
+if TYPE_CHECKING:
+    import httpx2
 
 
 class Embedder(Protocol):
@@ -181,6 +181,10 @@ class _TeiHttp:
     """
 
     def __init__(self, base_url: str, timeout: float, headers: dict[str, str]) -> None:
+        import httpx2  # only the TEI backend pays for the HTTP stack's import
+
+        from ivoai.common.httpclient import SyncHttp11Transport, read_capped
+
         try:
             parts = urllib.parse.urlsplit(base_url)
             _ = parts.port  # a bad port or IPv6 literal raises ValueError here
@@ -203,23 +207,27 @@ class _TeiHttp:
             retry_stale=True,
         )
         self._urls: dict[str, httpx2.URL] = {}
+        self._httpx2, self._read_capped = httpx2, read_capped
 
     def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         """Send one request; the status and the whole body."""
         url = self._urls.get(path)
         if url is None:
-            url = self._urls[path] = httpx2.URL(self.prefix + path)
-        response = self.transport.handle_request(
-            httpx2.Request(method, url, headers=self.headers, content=body)
-        )
-        return response.status_code, read_capped(response, TEI_RESPONSE_MAX_BYTES)
+            url = self._urls[path] = self._httpx2.URL(self.prefix + path)
+        request = self._httpx2.Request(method, url, headers=self.headers, content=body)
+        response = self.transport.handle_request(request)
+        return response.status_code, self._read_capped(response, TEI_RESPONSE_MAX_BYTES)
 
     def close(self) -> None:
         """Close the idle connections; connections in use are closed when their request ends."""
         self.transport.close()
 
 
-_HTTP_FAILURES = (httpx2.HTTPError, httpx2.InvalidURL)
+def _http_failures() -> tuple[type[Exception], ...]:
+    """What `_TeiHttp` raises (an `except` evaluates this only when something was raised)."""
+    import httpx2
+
+    return (httpx2.HTTPError, httpx2.InvalidURL)
 
 
 @dataclass
@@ -281,7 +289,7 @@ class TeiEmbedder:
             return {}
         try:
             status, data = self._connections().request("GET", "/info")
-        except _HTTP_FAILURES as exc:
+        except _http_failures() as exc:
             raise EmbedderError(f"TEI /info at {self._where} failed: {type(exc).__name__}") from None
         if not 200 <= status < 300:
             raise EmbedderError(f"TEI /info at {self._where} failed: HTTPStatusError")
@@ -304,7 +312,7 @@ class TeiEmbedder:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
         try:
             status, data = self._connections().request("POST", path, body)
-        except _HTTP_FAILURES as exc:
+        except _http_failures() as exc:
             raise EmbedderError(f"embedding service at {self._where} failed: {type(exc).__name__}") from None
         if status in (401, 403):
             raise EmbedderError(f"embedding service at {self._where} refused the API key (HTTP {status})")
