@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 60.0
@@ -231,13 +231,13 @@ async def _drive(
     status_counts: dict[int, int] = {}
     errors = 0
     stop_at = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
+    limits = httpx2.Limits(max_connections=workers, max_keepalive_connections=workers)
     base_headers = {
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
         **headers,
     }
-    async with httpx.AsyncClient(limits=limits, timeout=60, headers=base_headers) as client:
+    async with httpx2.AsyncClient(limits=limits, timeout=60, headers=base_headers) as client:
 
         async def worker(w: int) -> None:
             nonlocal errors
@@ -248,7 +248,7 @@ async def _drive(
                 t0 = time.perf_counter()
                 try:
                     r = await client.post(url, content=json.dumps(body))
-                except httpx.HTTPError:
+                except httpx2.HTTPError:
                     errors += 1
                     continue
                 latencies.append(time.perf_counter() - t0)

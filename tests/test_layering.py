@@ -72,7 +72,8 @@ def test_importing_the_cli_loads_no_server_stack() -> None:
 
 def test_launch_path_imports_no_typer_rich_or_pydantic() -> None:
     loaded = _modules_after("import ivoai.cli, ivoai.cli._launch")
-    assert [m for m in loaded if m.split(".")[0] in {"typer", "rich", "pydantic", "tomlkit", "httpx"}] == []
+    banned = {"typer", "rich", "pydantic", "tomlkit", "httpx", "httpx2", "h11"}
+    assert [m for m in loaded if m.split(".")[0] in banned] == []
 
 
 # What the launch path may load before the official client starts (`--direct`, no knowledge source):
@@ -88,6 +89,8 @@ LAUNCH_BANNED = {
     "pydantic",
     "tomlkit",
     "httpx",
+    "httpx2",
+    "h11",
     "mcp",
     "anyio",
     "uvicorn",

@@ -49,7 +49,7 @@ EXPECTED_COMPONENTS: tuple[tuple[str, str], ...] = (
 
 # google-re2 and hyperscan: the artifact store's credential scan falls back to slower engines
 # without them, so doctor shows whether they are there.
-DEPENDENCIES = ("typer", "rich", "tomlkit", "pydantic", "httpx", "mcp", "google-re2", "hyperscan")
+DEPENDENCIES = ("typer", "rich", "tomlkit", "pydantic", "httpx2", "h11", "mcp", "google-re2", "hyperscan")
 
 
 @dataclass(frozen=True)

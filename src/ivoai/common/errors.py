@@ -1,4 +1,10 @@
-"""The base of every ivoai error: a stable code plus a one-line, secret-free message."""
+"""The base of every ivoai error: a stable code plus a one-line, secret-free message.
+
+Each class also carries what an entry point answers with it: `exit_code` for the CLI, `http_status`
+for the server's HTTP edge (one exception handler renders every `/v1` error from it:
+`server/gateway/errors.py`). A subclass inherits both unless its meaning differs; the base is a
+server-side failure (500), whose message the HTTP edge never shows.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ class IvoaiError(Exception):
 
     code: str = "ivoai_error"
     exit_code: int = 1
+    http_status: int = 500  # the server failed: logged, answered without its message
+    retry_after_seconds: int | None = None  # answered as `Retry-After` when set (503)
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -24,6 +32,7 @@ class UsageError(IvoaiError):
 
     code = "usage"
     exit_code = 2
+    http_status = 400
 
 
 class UnsafePathError(IvoaiError):
@@ -36,27 +45,34 @@ class LockTimeoutError(IvoaiError):
     """An advisory lock could not be taken within its timeout."""
 
     code = "lock_timeout"
+    # Busy, not in conflict: another writer held the lock; the same request can succeed a moment later.
+    http_status = 503
+    retry_after_seconds = 1
 
 
 class TooLargeError(IvoaiError):
     """Input exceeded a documented size limit."""
 
     code = "too_large"
+    http_status = 413
 
 
 class ValidationError(IvoaiError):
     """Input failed validation; the message names the field and the limit."""
 
     code = "invalid"
+    http_status = 400
 
 
 class NotFoundError(IvoaiError):
     """A named object does not exist."""
 
     code = "not_found"
+    http_status = 404
 
 
 class ConflictError(IvoaiError):
     """A concurrent change won; retry with fresh state."""
 
     code = "conflict"
+    http_status = 409

@@ -100,6 +100,7 @@ GIT_TIMEOUT_SECONDS = 60.0
 TEI_TIMEOUT_SECONDS = 120.0  # a CPU TEI batch of long passages can take this long
 TEI_KEEPALIVE_CONNECTIONS = 4  # idle kept-alive connections to a remote embedding service
 TEI_RESPONSE_MAX_BYTES = 64 * MIB
+TEI_RESPONSE_HEAD_MAX_BYTES = 64 * KIB  # status line and headers of one embedding-service answer
 TEI_API_KEY_MAX_BYTES = 4 * KIB
 INGEST_LOCK_WAIT_SECONDS = 0.5  # a second ingest fails fast instead of queueing behind the first
 

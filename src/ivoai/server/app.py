@@ -3,8 +3,9 @@
 Nothing below this module reads configuration or the environment. `create_app` wires:
 
     GatewayGuard (transport policy, Host/Origin, 4 MiB bodies, read timeout, no-store)
-      └─ Starlette
-           ├─ /.well-known/ivoai, /health, /ready, /v1/enroll, /v1/memory/hook[/batch], /v1/admin/*
+      └─ Starlette, with one exception handler per error kind (`gateway/errors.py`)
+           ├─ /.well-known/ivoai, /health, /ready, /v1/enroll (`http_api.py` handler classes)
+           ├─ /v1/memory/hook[/batch], /v1/admin/*   BearerGate(enrollment credentials) → handlers
            ├─ /v1/mcp/context   BearerGate(enrollment credentials) → context MCP (stateless JSON)
            ├─ /v1/memory/mcp    BearerGate(enrollment credentials) → memory MCP (stateless JSON)
            ├─ /mcp              BearerGate(OAuth tokens bound to the /mcp resource) → Web MCP (SSE)
@@ -44,10 +45,11 @@ from ivoai.server.auth.principal import Principal
 from ivoai.server.context.models import IngestReport
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.bearer import BearerGate
+from ivoai.server.gateway.errors import EXCEPTION_HANDLERS
 from ivoai.server.gateway.guard import GatewayGuard
-from ivoai.server.gateway.http_api import build_http_routes
+from ivoai.server.gateway.http_api import http_routes
 from ivoai.server.gateway.mcp_servers import native_context_mount, native_memory_mount, web_mount
-from ivoai.server.gateway.oauth_routes import build_oauth_routes, resource_metadata_url
+from ivoai.server.gateway.oauth_routes import oauth_routes, resource_metadata_url
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
 
@@ -103,7 +105,7 @@ def create_app(
     web = web_mount(hub)
     memory_scopes = (SCOPE_MEMORY_READ, SCOPE_MEMORY_WRITE, SCOPE_MEMORY_DELETE)
     routes: list[Any] = [
-        *build_http_routes(settings, hub, enrollment, verify_native, started_at),
+        *http_routes(settings, hub, enrollment, verify_native, started_at),
         Route(
             "/v1/mcp/context",
             BearerGate(context_mount.endpoint, verify_native, any_of_scopes=(SCOPE_CONTEXT_READ,)),
@@ -120,7 +122,7 @@ def create_app(
                 resource_metadata_url=resource_metadata_url(settings.base_url),
             ),
         ),
-        *build_oauth_routes(provider),
+        *oauth_routes(provider),
     ]
 
     @contextlib.asynccontextmanager
@@ -140,7 +142,7 @@ def create_app(
                 tg.cancel_scope.cancel()
         await anyio.to_thread.run_sync(hub.close)
 
-    starlette = Starlette(routes=routes, lifespan=lifespan)
+    starlette = Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
     asgi = GatewayGuard(starlette, settings, extra_hosts=extra_hosts)
     return GatewayApp(
         asgi=asgi,

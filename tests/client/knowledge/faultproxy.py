@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from typing import Any
 
-import httpx
+import httpx2
 import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -54,7 +54,7 @@ class FaultProxy:
         self.authorizations: set[str] = set()
         self.redirect_paths: set[str] = {"/.well-known/ivoai", "/v1/enroll"}
         self._release = threading.Event()
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx2.AsyncClient | None = None
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
@@ -104,7 +104,7 @@ class FaultProxy:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
-                    self._client = httpx.AsyncClient(timeout=httpx.Timeout(120.0), trust_env=False)
+                    self._client = httpx2.AsyncClient(timeout=httpx2.Timeout(120.0), trust_env=False)
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     if self._client is not None:

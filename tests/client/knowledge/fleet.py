@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from ivoai.common.paths import XdgPaths
 from tests.client.knowledge.faultproxy import FaultProxy
@@ -129,10 +129,10 @@ class Server:
             if self.process.poll() is not None:
                 raise AssertionError(f"server {self.name} exited: {self.log.read_text()[-3000:]}")
             try:
-                r = httpx.get(self.url + "/ready", timeout=2, trust_env=False)
+                r = httpx2.get(self.url + "/ready", timeout=2, trust_env=False)
                 if r.status_code == 200 and r.json().get("status") in ("ready", "ready_degraded"):
                     return
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 pass
             time.sleep(0.05)  # polling a real process's readiness, bounded by the deadline above
         raise AssertionError(f"server {self.name} not ready: {self.log.read_text()[-3000:]}")

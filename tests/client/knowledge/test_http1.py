@@ -8,92 +8,19 @@ test_upstream.py and test_router_servers.py, whose router sessions run on this t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
 
-from ivoai.client.knowledge.http1 import RESPONSE_HEAD_MAX_BYTES, Http11Transport, connection_count
+from ivoai.client.knowledge.http1 import Http11Transport, connection_count
 from ivoai.client.knowledge.upstream import OriginBoundTransport, UpstreamResponseTooLarge
+from tests.scripted_http import MALFORMED_ANSWERS, MALFORMED_IDS, Scripted, json_reply, serving
 from tests.tls import self_signed_cert
 
 pytestmark = pytest.mark.timeout(60)
-
-Reply = Callable[["Received"], bytes]
-
-
-@dataclass
-class Received:
-    connection: int
-    head: bytes
-    body: bytes
-
-
-@dataclass
-class Scripted:
-    """Loopback HTTP/1.1 peer: answers each request with `reply(request)`; closes after it when told."""
-
-    reply: Reply
-    close_after_reply: bool = False
-    port: int = 0
-    received: list[Received] = field(default_factory=list)
-    connections: int = 0
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        number = self.connections
-        self.writers.append(writer)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                body = await reader.readexactly(length) if length else b""
-                request = Received(number, head, body)
-                self.received.append(request)
-                writer.write(self.reply(request))
-                await writer.drain()
-                if self.close_after_reply:
-                    return
-        finally:
-            writer.close()
-
-
-@contextlib.asynccontextmanager
-async def serving(peer: Scripted, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
-    server = await asyncio.start_server(peer.handle, "127.0.0.1", 0, ssl=tls)
-    peer.port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"{'https' if tls else 'http'}://127.0.0.1:{peer.port}"
-    finally:
-        for writer in peer.writers:
-            writer.close()
-        server.close()
-
-
-def json_reply(body: bytes = b'{"ok":true}', extra: bytes = b"") -> Reply:
-    return lambda _: (
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-        + str(len(body)).encode()
-        + b"\r\n"
-        + extra
-        + b"\r\n"
-        + body
-    )
-
 
 async def post(transport: Http11Transport, url: str, body: bytes = b'{"q":1}') -> httpx2.Response:
     request = httpx2.Request("POST", url + "/mcp", headers={"content-type": "application/json"}, content=body)
@@ -214,52 +141,7 @@ def test_interim_answers_are_skipped_and_bodyless_statuses_have_no_body() -> Non
     anyio.run(main)
 
 
-@pytest.mark.parametrize(
-    ("reply", "message"),
-    [
-        (b"", "without sending a response"),
-        (b"HTTP/2 200 OK\r\n\r\n", "malformed status line"),
-        (b"HTTP/1.1 200 OK\r\n bad: fold\r\n\r\n", "malformed header"),
-        (b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n", "Content-Length"),
-        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n", "transfer coding"),
-        (b"HTTP/1.1 101 Switching\r\n\r\n", "protocol switch"),
-        (
-            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 40\r\n\r\nok",
-            "conflicting Content-Length",
-        ),
-        (b"HTTP/1.1 200 OK\r\ncontent-length: 2, 40\r\n\r\nok", "conflicting Content-Length"),
-        (
-            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
-            "Content-Length and Transfer-Encoding",
-        ),
-        (
-            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n2\r\nok\r\n0\r\n\r\n",
-            "Content-Length and Transfer-Encoding",
-        ),
-        (
-            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
-            "transfer coding",
-        ),
-        (
-            b"HTTP/1.1 200 OK\r\nx: " + b"a" * RESPONSE_HEAD_MAX_BYTES + b"\r\n\r\n",
-            f"over {RESPONSE_HEAD_MAX_BYTES} bytes",
-        ),
-    ],
-    ids=[
-        "no-answer",
-        "http2-line",
-        "folded-header",
-        "bad-length",
-        "gzip",
-        "upgrade",
-        "two-lengths",
-        "length-list",
-        "length-then-chunked",
-        "chunked-then-length",
-        "gzip-then-chunked",
-        "huge-head",
-    ],
-)
+@pytest.mark.parametrize(("reply", "message"), MALFORMED_ANSWERS, ids=MALFORMED_IDS)
 def test_malformed_answers_are_protocol_errors_and_close_the_connection(reply: bytes, message: str) -> None:
     peer = Scripted(lambda _: reply, close_after_reply=True)
 

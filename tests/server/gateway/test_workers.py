@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from ivoai.server.auth.enrollment import EnrollmentStore
@@ -85,7 +85,9 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def _call(http: httpx.Client, route: str, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _call(
+    http: httpx2.Client, route: str, token: str, name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -148,11 +150,11 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
         # enrollment: 24 codes, each presented twice at once -> exactly one credential per code
         store = EnrollmentStore(data.root, data.enrollment)
         codes = [store.create_code().code for _ in range(24)]
-        with httpx.Client(base_url=base, timeout=60) as http0:
+        with httpx2.Client(base_url=base, timeout=60) as http0:
             assert http0.get("/health").status_code == 200
 
         def exchange(code: str) -> tuple[int, str | None]:
-            with httpx.Client(base_url=base, timeout=60) as http:
+            with httpx2.Client(base_url=base, timeout=60) as http:
                 r = http.post("/v1/enroll", json={"code": code})
                 return r.status_code, r.json().get("credential")
 
@@ -166,7 +168,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
         def client(n: int) -> list[str]:
             token = credentials[n]
             outcomes = []
-            with httpx.Client(base_url=base, timeout=60) as http:
+            with httpx2.Client(base_url=base, timeout=60) as http:
                 for i in range(6):
                     res = _call(
                         http,
@@ -196,7 +198,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
                 assert hits["structuredContent"]["results"], hits
             return outcomes
 
-        with httpx.Client(base_url=base, timeout=60) as http:
+        with httpx2.Client(base_url=base, timeout=60) as http:
             _call(
                 http,
                 "/v1/memory/mcp",
@@ -210,7 +212,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
 
         # OAuth: 16 concurrent dynamic registrations, each then known to whichever worker answers
         def register(_: int) -> int:
-            with httpx.Client(base_url=base, timeout=60) as http:
+            with httpx2.Client(base_url=base, timeout=60) as http:
                 r = http.post(
                     "/register", json={"redirect_uris": ["https://client.example/cb"], "client_name": "t"}
                 )
@@ -218,7 +220,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
                 cid = r.json()["client_id"]
             statuses = []
             for _round in range(2):  # a fresh connection each time: likely the other worker too
-                with httpx.Client(base_url=base, timeout=60) as http:
+                with httpx2.Client(base_url=base, timeout=60) as http:
                     a = http.get(
                         "/authorize",
                         params={
@@ -239,7 +241,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
 
         after = {pid: _cpu_ticks(pid) for pid in workers}
         assert all(after[pid] > before[pid] for pid in workers), (before, after)  # both workers served
-        with httpx.Client(base_url=base, timeout=60) as http:
+        with httpx2.Client(base_url=base, timeout=60) as http:
             pages = _call(http, "/v1/memory/mcp", credentials[1], "memory_status", {})["structuredContent"][
                 "pages"
             ]

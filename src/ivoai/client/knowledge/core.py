@@ -28,6 +28,7 @@ from ivoai.client.knowledge.settings import (
     RouterConfig,
 )
 from ivoai.client.knowledge.upstream import UpstreamCallError, UpstreamConnection
+from ivoai.common.httpauth import bearer_token
 from ivoai.common.ids import constant_time_equal
 
 if TYPE_CHECKING:
@@ -479,7 +480,7 @@ class _TokenGate:
 
     def __init__(self, app: ASGIApp, token: str, router: KnowledgeRouter | None = None) -> None:
         self.app = app
-        self._expected = f"Bearer {token}"
+        self._token = token
         self.router = router
 
     async def _hook_batch(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -519,12 +520,13 @@ class _TokenGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            presented = ""
+            presented: bytes | None = None
             for key, value in scope.get("headers", []):
                 if key == b"authorization":
-                    presented = value.decode("latin-1")
+                    presented = value
                     break
-            authorized = constant_time_equal(presented, self._expected)
+            token = bearer_token(presented)
+            authorized = token is not None and constant_time_equal(token, self._token)
             if authorized and scope.get("path") == HOOK_BATCH_ROUTE and self.router is not None:
                 await self._hook_batch(scope, receive, send)
                 return

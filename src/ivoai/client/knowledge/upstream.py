@@ -27,6 +27,7 @@ import anyio
 import httpx2
 
 from ivoai.client.knowledge.profiles import origin_of
+from ivoai.common.httpclient import CappedAsyncStream, ResponseTooLarge, check_declared_length
 from ivoai.common.limits import ROUTER_UPSTREAM_RESPONSE_MAX_BYTES
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ class CrossOriginRefused(httpx2.TransportError):
     """A request to an origin other than the credential's own; never sent."""
 
 
-class UpstreamResponseTooLarge(httpx2.TransportError):
-    """An upstream response body exceeded the router's cap."""
+# An upstream response body over the router's cap (16 MiB): the common capped-body error, by its old name.
+UpstreamResponseTooLarge = ResponseTooLarge
 
 
 class UpstreamCallError(Exception):
@@ -56,23 +57,6 @@ class UpstreamCallError(Exception):
         self.sent = sent
         self.timeout = timeout
         self.answered = answered  # the server answered (a JSON-RPC error): it is up, the call failed
-
-
-class _CappedStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
-        self._inner = inner
-        self._limit = limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        total = 0
-        async for chunk in self._inner:
-            total += len(chunk)
-            if total > self._limit:
-                raise UpstreamResponseTooLarge(f"upstream response exceeds {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 class OriginBoundTransport(httpx2.AsyncBaseTransport):
@@ -106,14 +90,13 @@ class OriginBoundTransport(httpx2.AsyncBaseTransport):
         if self._credential is not None:
             request.headers["Authorization"] = f"Bearer {self._credential}"
         response = await self._inner.handle_async_request(request)
-        length = response.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self._max:
+        try:
+            check_declared_length(response, self._max)
+        except ResponseTooLarge:
             await response.aclose()
-            raise UpstreamResponseTooLarge(
-                f"upstream response of {length} bytes exceeds {self._max}", request=request
-            )
+            raise
         assert isinstance(response.stream, httpx2.AsyncByteStream)
-        response.stream = _CappedStream(response.stream, self._max)  # the same response, its body capped
+        response.stream = CappedAsyncStream(response.stream, self._max)  # the same response, its body capped
         return response
 
     async def aclose(self) -> None:

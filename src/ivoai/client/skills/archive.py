@@ -131,13 +131,13 @@ def _local(path: str, max_bytes: int) -> list[bytes]:
 
 
 def _download(url: str, max_bytes: int) -> Iterator[bytes]:
-    import httpx
+    import httpx2
 
     check_url(url)
     loopback = urlsplit(url).scheme == "http"
     deadline = time.monotonic() + SKILL_FETCH_TIMEOUT_SECONDS
-    timeout = httpx.Timeout(SKILL_FETCH_TIMEOUT_SECONDS)
-    with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=not loopback) as client:
+    timeout = httpx2.Timeout(SKILL_FETCH_TIMEOUT_SECONDS)
+    with httpx2.Client(follow_redirects=False, timeout=timeout, trust_env=not loopback) as client:
         for _ in range(SKILL_FETCH_MAX_REDIRECTS + 1):
             try:
                 with client.stream("GET", url, headers={"Accept-Encoding": "identity"}) as response:
@@ -163,7 +163,7 @@ def _download(url: str, max_bytes: int) -> Iterator[bytes]:
                             )
                         yield chunk
                     return
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 raise StagingRefused(f"the archive could not be downloaded ({type(exc).__name__})") from None
         raise StagingRefused(f"more than {SKILL_FETCH_MAX_REDIRECTS} redirects")
 

@@ -42,6 +42,7 @@ class EnrollmentRejected(IvoaiError):
     """The one uniform answer to an unusable enrollment code (state is not disclosed)."""
 
     code = "enrollment_rejected"
+    http_status = 400
 
 
 class CodeRecord(BaseModel):

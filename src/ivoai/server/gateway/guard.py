@@ -7,9 +7,10 @@
   otherwise 421. A browser `Origin`, when present, must be the public origin or an explicitly
   allowed one; otherwise 403. The OAuth token/registration/revocation endpoints and the metadata
   documents are CORS endpoints by design and skip the Origin check (they carry no ambient cookies).
-- **Bounds.** Bodies over 4 MiB get 413 (streamed bodies are counted); a body that stalls longer
-  than `HTTP_READ_TIMEOUT_SECONDS` between chunks ends the request, and a response chunk a client
-  does not read within `HTTP_WRITE_TIMEOUT_SECONDS` ends it too.
+- **Bounds.** Bodies over 4 MiB get 413 in the one JSON error shape (a declared length is refused
+  before reading, a streamed body is counted; the body is read whole before any handler runs); a
+  body that stalls longer than `HTTP_READ_TIMEOUT_SECONDS` between chunks ends the request, and a
+  response chunk a client does not read within `HTTP_WRITE_TIMEOUT_SECONDS` ends it too.
 - **Headers.** Every response, the guard's own refusals included, gets `Cache-Control: no-store`
   (replacing any handler value), `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
   (The listener adds nosniff to the server's own answers too: `http11.py`.)
@@ -21,12 +22,13 @@ import ipaddress
 from collections.abc import Iterable
 
 import anyio
-from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ivoai.common.errors import TooLargeError
 from ivoai.common.limits import HTTP_BODY_MAX_BYTES, HTTP_READ_TIMEOUT_SECONDS, HTTP_WRITE_TIMEOUT_SECONDS
 from ivoai.common.net import is_loopback_host
-from ivoai.server.gateway.bearer import send_json
+from ivoai.server.gateway.bodies import read_body
+from ivoai.server.gateway.errors import HttpRefusal, error_response
 from ivoai.server.gateway.settings import GatewaySettings, IpNetwork
 
 CORS_PATHS = frozenset({"/token", "/register", "/revoke"})
@@ -49,7 +51,7 @@ class GatewayGuard:
         extra_hosts: Iterable[str] = (),
     ) -> None:
         self.settings = settings
-        self.app = RequestBodyLimitMiddleware(app, HTTP_BODY_MAX_BYTES)
+        self.app = app
         _, public_host = _origin_of(settings.base_url)
         self.allowed_hosts = {public_host, *(h.lower() for h in extra_hosts)}
         self.loopback_listener = is_loopback_host(settings.listen_host)
@@ -84,24 +86,32 @@ class GatewayGuard:
             await self.app(scope, receive, send)
             return
         send = _with_headers(send)  # every answer, the guard's own refusals included
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await error_response(refusal)(scope, receive, send)
+            return
+        receive = _timed(receive)
+        try:
+            declared = dict(scope.get("headers", [])).get(b"content-length", b"")
+            if declared.isdigit() and int(declared) > HTTP_BODY_MAX_BYTES:
+                raise TooLargeError(f"request body exceeds {HTTP_BODY_MAX_BYTES} bytes")
+            body = await read_body(receive, HTTP_BODY_MAX_BYTES)  # whole, before any handler runs
+        except TooLargeError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        await self.app(scope, body.replay(receive), send)
+
+    def _refusal(self, scope: Scope) -> HttpRefusal | None:
+        """Why the request is refused before routing (transport policy, Host, Origin), or None."""
         headers = dict(scope.get("headers", []))
         if self.enforce_proxy and not self._peer_ok(scope, headers):
-            await send_json(
-                send,
-                403,
-                {
-                    "error": "plaintext_refused",
-                    "error_description": "plain HTTP is accepted only from a trusted "
-                    "TLS-terminating proxy (X-Forwarded-Proto: https)",
-                },
+            return HttpRefusal(
+                "plain HTTP is accepted only from a trusted TLS-terminating proxy (X-Forwarded-Proto: https)",
+                code="plaintext_refused",
+                status=403,
             )
-            return
-        host = headers.get(b"host", b"").decode("latin-1")
-        if not self._host_ok(host):
-            await send_json(
-                send, 421, {"error": "invalid_host", "error_description": "Host is not this server"}
-            )
-            return
+        if not self._host_ok(headers.get(b"host", b"").decode("latin-1")):
+            return HttpRefusal("Host is not this server", code="invalid_host", status=421)
         origin = headers.get(b"origin")
         path = scope.get("path", "")
         if (
@@ -110,11 +120,8 @@ class GatewayGuard:
             and not path.startswith("/.well-known/")
             and origin.decode("latin-1").lower() not in self.allowed_origins
         ):
-            await send_json(
-                send, 403, {"error": "invalid_origin", "error_description": "Origin is not allowed"}
-            )
-            return
-        await self.app(scope, _timed(receive), send)
+            return HttpRefusal("Origin is not allowed", code="invalid_origin", status=403)
+        return None
 
 
 def _timed(receive: Receive) -> Receive:

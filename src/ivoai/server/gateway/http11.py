@@ -4,7 +4,8 @@ h11 frames a request that carries both `Content-Length` and `Transfer-Encoding` 
 coding and keeps the connection alive. RFC 9112 §6.1 says such a message may be a request smuggling
 attempt (a front proxy that frames by Content-Length sees a different request boundary than we do)
 and that a server must close the connection after responding to it. The gateway refuses it outright:
-`StrictH11Connection.next_event` raises h11's `RemoteProtocolError` for it, which uvicorn answers
+`StrictH11Connection.next_event` raises h11's `RemoteProtocolError` for it (the rule is
+`common.httpclient.framing_problem`, which ivoai's HTTP clients apply to answers too), which uvicorn answers
 with 400 and closes the connection, before the application sees anything. (Conflicting
 Content-Length values and transfer codings other than `chunked` are already refused by h11.)
 
@@ -23,15 +24,9 @@ import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ivoai.common.httpclient import framing_problem
+
 NOSNIFF = (b"x-content-type-options", b"nosniff")
-
-
-def framing_problem(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """Why a request head's framing is refused, or None (names are lower-case, as h11 gives them)."""
-    names = {name for name, _ in headers}
-    if b"content-length" in names and b"transfer-encoding" in names:
-        return "Content-Length together with Transfer-Encoding is ambiguous framing"
-    return None
 
 
 class StrictH11Connection(h11.Connection):
@@ -40,9 +35,9 @@ class StrictH11Connection(h11.Connection):
     def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         event = super().next_event()
         if isinstance(event, h11.Request):
-            problem = framing_problem(list(event.headers))
+            problem = framing_problem(event.headers)
             if problem is not None:
-                raise h11.RemoteProtocolError(problem, error_status_hint=400)
+                raise h11.RemoteProtocolError(f"a request with {problem}", error_status_hint=400)
         return event
 
     def send_with_data_passthrough(self, event: h11.Event) -> list[bytes] | None:

@@ -1,7 +1,12 @@
 """Plain HTTP endpoints: discovery, health, readiness, enrollment, memory hooks, read-only admin.
 
-Errors are JSON `{"error": <stable code>, "message": <one line>}`; responses are `no-store`
-(applied by the guard). Request bodies are bounded per endpoint before parsing.
+Each endpoint is a handler class in the MCP SDK's `TokenHandler` style: its dependencies in the
+constructor, one `async handle(request) -> Response`. `http_routes` mounts them; the authenticated
+ones go behind the one bearer gate (`bearer.authenticated`), which attaches the caller's principal.
+A handler raises `IvoaiError`s; the app's one exception handler renders them as JSON
+`{"error": <stable code>, "message": <one line>}` with the status the error class carries
+(`errors.py`). Responses are `no-store` (applied by the guard). Request bodies are bounded per
+endpoint before parsing; non-streaming handlers end after `HTTP_HANDLER_TIMEOUT_SECONDS` (504).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ivoai import __version__
-from ivoai.common.errors import IvoaiError, TooLargeError
+from ivoai.common.errors import TooLargeError, ValidationError
 from ivoai.common.limits import ENROLL_BODY_MAX_BYTES, HTTP_BODY_MAX_BYTES, HTTP_HANDLER_TIMEOUT_SECONDS
 from ivoai.common.protocol import (
     DISCOVERY_PATH,
@@ -31,32 +36,13 @@ from ivoai.common.protocol import (
     DiscoveryDocument,
     EnrollRequest,
 )
-from ivoai.server.auth.enrollment import EnrollmentRejected, EnrollmentStore
-from ivoai.server.auth.principal import Principal
-from ivoai.server.gateway.services import ServiceHub, ServiceUnavailable
+from ivoai.server.auth.enrollment import EnrollmentStore
+from ivoai.server.gateway.bearer import Verifier, authenticated
+from ivoai.server.gateway.errors import HandlerTimeout
+from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
 
-Verifier = Callable[[str], Principal | None]
 Handler = Callable[[Request], Awaitable[Response]]
-
-STATUS_FOR_CODE = {
-    "enrollment_rejected": 400,
-    "invalid": 400,
-    "usage": 400,
-    "not_found": 404,
-    "conflict": 409,
-    "too_large": 413,
-    "service_unavailable": 503,
-}
-
-
-def error(status: int, code: str, message: str) -> JSONResponse:
-    """A JSON error body with a stable code."""
-    return JSONResponse({"error": code, "message": message}, status_code=status)
-
-
-def _from_exc(exc: IvoaiError) -> JSONResponse:
-    return error(STATUS_FOR_CODE.get(exc.code, 400), exc.code, exc.message)
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -65,8 +51,6 @@ async def read_json(request: Request, limit: int) -> Any:
     Raises:
         TooLargeError, ValidationError (code `invalid`): oversize, wrong content type or not JSON.
     """
-    from ivoai.common.errors import ValidationError
-
     if not request.headers.get("content-type", "").lower().startswith("application/json"):
         raise ValidationError("Content-Type must be application/json")
     body = bytearray()
@@ -80,13 +64,21 @@ async def read_json(request: Request, limit: int) -> Any:
         raise ValidationError("request body is not valid JSON") from None
 
 
-async def _bounded(handler: Handler, request: Request) -> Response:
-    """Run a non-streaming handler under the handler deadline (504 after it)."""
-    try:
-        with anyio.fail_after(HTTP_HANDLER_TIMEOUT_SECONDS):
-            return await handler(request)
-    except TimeoutError:
-        return error(504, "timeout", f"the request took longer than {HTTP_HANDLER_TIMEOUT_SECONDS:g} s")
+def bounded(handler: Handler) -> Handler:
+    """`handler` under the handler deadline.
+
+    Raises:
+        HandlerTimeout: the handler ran longer than HTTP_HANDLER_TIMEOUT_SECONDS (answered 504).
+    """
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            with anyio.fail_after(HTTP_HANDLER_TIMEOUT_SECONDS):
+                return await handler(request)
+        except TimeoutError:
+            raise HandlerTimeout(f"the request took longer than {HTTP_HANDLER_TIMEOUT_SECONDS:g} s") from None
+
+    return endpoint
 
 
 def discovery_document(settings: GatewaySettings) -> DiscoveryDocument:
@@ -96,7 +88,102 @@ def discovery_document(settings: GatewaySettings) -> DiscoveryDocument:
     )
 
 
-def build_http_routes(
+class DiscoveryHandler:
+    """`GET /.well-known/ivoai`: the discovery document."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.document = discovery_document(settings).model_dump(mode="json")
+
+    async def handle(self, request: Request) -> Response:
+        return JSONResponse(self.document)
+
+
+class HealthHandler:
+    """`GET /health`: liveness only."""
+
+    async def handle(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "server_version": __version__})
+
+
+class ReadyHandler:
+    """`GET /ready`: both services' state; 503 when the context service is down."""
+
+    def __init__(self, hub: ServiceHub) -> None:
+        self.hub = hub
+
+    async def handle(self, request: Request) -> Response:
+        report = await anyio.to_thread.run_sync(self.hub.readiness)
+        return JSONResponse(report, status_code=503 if report["status"] == "not_ready" else 200)
+
+
+class EnrollHandler:
+    """`POST /v1/enroll`: a one-time code in a JSON body for a client credential (once)."""
+
+    def __init__(self, enrollment: EnrollmentStore) -> None:
+        self.enrollment = enrollment
+
+    async def handle(self, request: Request) -> Response:
+        try:
+            payload = EnrollRequest.model_validate(await read_json(request, ENROLL_BODY_MAX_BYTES))
+        except PydanticValidationError:
+            raise ValidationError(
+                'body must be {"code": "<enrollment code>"} (code: 1..256 characters)'
+            ) from None
+        response = await anyio.to_thread.run_sync(self.enrollment.exchange, payload.code)
+        return JSONResponse(response.model_dump(mode="json"))
+
+
+class HookHandler:
+    """`POST /v1/memory/hook` (one event) and `/v1/memory/hook/batch` (`batch=True`)."""
+
+    def __init__(self, hub: ServiceHub, *, batch: bool) -> None:
+        self.hub = hub
+        self.batch = batch
+
+    async def handle(self, request: Request) -> Response:
+        payload = await read_json(request, HTTP_BODY_MAX_BYTES)
+        memory = await anyio.to_thread.run_sync(self.hub.memory)
+        apply = memory.hook_batch if self.batch else memory.hook_event
+        result = await anyio.to_thread.run_sync(apply, payload)
+        return JSONResponse(result.model_dump(mode="json"))
+
+
+class AdminHandler:
+    """The read-only admin allowlist: typed summaries, never server paths, no shell, no proxy."""
+
+    def __init__(self, hub: ServiceHub, settings: GatewaySettings, started_at: float) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.started_at = started_at
+
+    async def status(self, request: Request) -> Response:
+        """`GET /v1/admin/status`: versions, readiness and uptime."""
+        report = await anyio.to_thread.run_sync(self.hub.readiness)
+        uptime = round(time.monotonic() - self.started_at, 1)
+        return JSONResponse(
+            {
+                "server_version": __version__,
+                "protocol_version": PROTOCOL_VERSION,
+                "status": report["status"],
+                "uptime_seconds": uptime,
+            }
+        )
+
+    async def doctor(self, request: Request) -> Response:
+        """`GET /v1/admin/doctor`: the readiness checks and the transport settings."""
+        report = await anyio.to_thread.run_sync(self.hub.readiness)
+        transport = {"tls": self.settings.tls, "trusted_proxies": len(self.settings.trusted_proxies)}
+        return JSONResponse({"status": report["status"], "checks": report["checks"], "transport": transport})
+
+    async def connectors(self, request: Request) -> Response:
+        """`GET /v1/admin/connectors`: names and counts (a remote reader learns no server path)."""
+        context = await anyio.to_thread.run_sync(self.hub.context)
+        connectors = await anyio.to_thread.run_sync(context.list_connectors)
+        fields = ("name", "type", "state", "documents", "bytes")
+        return JSONResponse({"connectors": [{f: getattr(c, f) for f in fields} for c in connectors]})
+
+
+def http_routes(
     settings: GatewaySettings,
     hub: ServiceHub,
     enrollment: EnrollmentStore,
@@ -104,133 +191,20 @@ def build_http_routes(
     started_at: float,
 ) -> list[Route]:
     """Discovery, health, ready, enroll, hooks and the admin allowlist."""
-    discovery = discovery_document(settings).model_dump(mode="json")
 
-    async def well_known(request: Request) -> Response:
-        return JSONResponse(discovery)
+    def native(handler: Handler, scope: str) -> Any:
+        return authenticated(bounded(handler), verify_native, scope)
 
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "server_version": __version__})
-
-    async def ready(request: Request) -> Response:
-        report = await anyio.to_thread.run_sync(hub.readiness)
-        return JSONResponse(report, status_code=503 if report["status"] == "not_ready" else 200)
-
-    async def enroll(request: Request) -> Response:
-        return await _bounded(_enroll, request)
-
-    async def _enroll(request: Request) -> Response:
-        try:
-            payload = EnrollRequest.model_validate(await read_json(request, ENROLL_BODY_MAX_BYTES))
-        except PydanticValidationError:
-            return error(
-                400, "invalid", 'body must be {"code": "<enrollment code>"} (code: 1..256 characters)'
-            )
-        except IvoaiError as exc:
-            return _from_exc(exc)
-        try:
-            response = await anyio.to_thread.run_sync(enrollment.exchange, payload.code)
-        except EnrollmentRejected as exc:
-            return error(400, exc.code, exc.message)
-        except IvoaiError as exc:
-            return _from_exc(exc)
-        return JSONResponse(response.model_dump(mode="json"))
-
-    def authed(scope_needed: str, handler: Callable[[Request, Principal], Awaitable[Response]]) -> Handler:
-        async def endpoint(request: Request) -> Response:
-            header = request.headers.get("authorization", "")
-            token = header[7:].strip() if header[:7].lower() == "bearer " else ""
-            principal = verify_native(token) if token else None
-            if principal is None:
-                return JSONResponse(
-                    {"error": "invalid_token", "message": "a valid client credential is required"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="ivoai"'},
-                )
-            if scope_needed not in principal.scopes:
-                return JSONResponse(
-                    {"error": "insufficient_scope", "message": f"requires the {scope_needed} scope"},
-                    status_code=403,
-                    headers={
-                        "WWW-Authenticate": f'Bearer realm="ivoai", error="insufficient_scope", '
-                        f'scope="{scope_needed}"'
-                    },
-                )
-            try:
-                with anyio.fail_after(HTTP_HANDLER_TIMEOUT_SECONDS):
-                    return await handler(request, principal)
-            except IvoaiError as exc:
-                return _from_exc(exc)
-            except TimeoutError:
-                return error(
-                    504, "timeout", f"the request took longer than {HTTP_HANDLER_TIMEOUT_SECONDS:g} s"
-                )
-
-        return endpoint
-
-    async def hook(request: Request, principal: Principal) -> Response:
-        event = await read_json(request, HTTP_BODY_MAX_BYTES)
-        memory = await anyio.to_thread.run_sync(hub.memory)
-        result = await anyio.to_thread.run_sync(memory.hook_event, event)
-        return JSONResponse(result.model_dump(mode="json"))
-
-    async def hook_batch(request: Request, principal: Principal) -> Response:
-        batch = await read_json(request, HTTP_BODY_MAX_BYTES)
-        memory = await anyio.to_thread.run_sync(hub.memory)
-        result = await anyio.to_thread.run_sync(memory.hook_batch, batch)
-        return JSONResponse(result.model_dump(mode="json"))
-
-    async def admin_status(request: Request, principal: Principal) -> Response:
-        report = await anyio.to_thread.run_sync(hub.readiness)
-        return JSONResponse(
-            {
-                "server_version": __version__,
-                "protocol_version": PROTOCOL_VERSION,
-                "status": report["status"],
-                "uptime_seconds": round(time.monotonic() - started_at, 1),
-            }
-        )
-
-    async def admin_doctor(request: Request, principal: Principal) -> Response:
-        report = await anyio.to_thread.run_sync(hub.readiness)
-        return JSONResponse(
-            {
-                "status": report["status"],
-                "checks": report["checks"],
-                "transport": {"tls": settings.tls, "trusted_proxies": len(settings.trusted_proxies)},
-            }
-        )
-
-    async def admin_connectors(request: Request, principal: Principal) -> Response:
-        try:
-            context = await anyio.to_thread.run_sync(hub.context)
-        except ServiceUnavailable as exc:
-            return _from_exc(exc)
-        connectors = await anyio.to_thread.run_sync(context.list_connectors)
-        # Typed and path-free: a remote reader learns names and counts, never server paths.
-        return JSONResponse(
-            {
-                "connectors": [
-                    {
-                        "name": c.name,
-                        "type": c.type,
-                        "state": c.state,
-                        "documents": c.documents,
-                        "bytes": c.bytes,
-                    }
-                    for c in connectors
-                ]
-            }
-        )
-
+    hook, batch = HookHandler(hub, batch=False), HookHandler(hub, batch=True)
+    admin = AdminHandler(hub, settings, started_at)
     return [
-        Route(DISCOVERY_PATH, well_known, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/ready", ready, methods=["GET"]),
-        Route("/v1/enroll", enroll, methods=["POST"]),
-        Route("/v1/memory/hook", authed(SCOPE_MEMORY_WRITE, hook), methods=["POST"]),
-        Route("/v1/memory/hook/batch", authed(SCOPE_MEMORY_WRITE, hook_batch), methods=["POST"]),
-        Route("/v1/admin/status", authed(SCOPE_STATUS_READ, admin_status), methods=["GET"]),
-        Route("/v1/admin/doctor", authed(SCOPE_DOCTOR_READ, admin_doctor), methods=["GET"]),
-        Route("/v1/admin/connectors", authed(SCOPE_CONNECTOR_READ, admin_connectors), methods=["GET"]),
+        Route(DISCOVERY_PATH, DiscoveryHandler(settings).handle, methods=["GET"]),
+        Route("/health", HealthHandler().handle, methods=["GET"]),
+        Route("/ready", ReadyHandler(hub).handle, methods=["GET"]),
+        Route("/v1/enroll", bounded(EnrollHandler(enrollment).handle), methods=["POST"]),
+        Route("/v1/memory/hook", native(hook.handle, SCOPE_MEMORY_WRITE), methods=["POST"]),
+        Route("/v1/memory/hook/batch", native(batch.handle, SCOPE_MEMORY_WRITE), methods=["POST"]),
+        Route("/v1/admin/status", native(admin.status, SCOPE_STATUS_READ), methods=["GET"]),
+        Route("/v1/admin/doctor", native(admin.doctor, SCOPE_DOCTOR_READ), methods=["GET"]),
+        Route("/v1/admin/connectors", native(admin.connectors, SCOPE_CONNECTOR_READ), methods=["GET"]),
     ]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 
 from ivoai.common.command import ivoai_command
 from ivoai.common.errors import IvoaiError, UsageError
@@ -186,7 +186,7 @@ def run_quickstart(
     try:
         store = server.app.enrollment
         code = store.create_code(ttl_seconds=120, scopes=["context:read"])
-        response = httpx.post(f"{server.url}/v1/enroll", json={"code": code.code}, timeout=30)
+        response = httpx2.post(f"{server.url}/v1/enroll", json={"code": code.code}, timeout=30)
         if response.status_code != 200:
             raise IvoaiError(
                 f"enrollment through /v1/enroll failed: HTTP {response.status_code}", code="enroll_failed"

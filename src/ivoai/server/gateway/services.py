@@ -35,6 +35,8 @@ class ServiceUnavailable(IvoaiError):
     """A backing service could not be opened; the message says which and why (secret-free)."""
 
     code = "service_unavailable"
+    http_status = 503
+    retry_after_seconds = int(SERVICE_RETRY_SECONDS)  # the failed service is re-opened after this
 
 
 class _Closable(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import httpx2
 
 from ivoai.server.auth.enrollment import EnrollmentStore
 from ivoai.server.auth.oauth_store import OAuthStore
@@ -49,7 +49,7 @@ def server_status(data_dir: ServerDataDir) -> dict[str, Any]:
 
 def _probe(url: str) -> dict[str, Any]:
     try:
-        with httpx.Client(timeout=PROBE_TIMEOUT_SECONDS, verify=True, follow_redirects=False) as client:
+        with httpx2.Client(timeout=PROBE_TIMEOUT_SECONDS, verify=True, follow_redirects=False) as client:
             response = client.get(url)
         body: Any = (
             response.json()
@@ -57,5 +57,5 @@ def _probe(url: str) -> dict[str, Any]:
             else None
         )
         return {"status_code": response.status_code, "body": body}
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         return {"error": type(exc).__name__}

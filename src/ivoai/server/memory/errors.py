@@ -1,4 +1,8 @@
-"""Memory service errors: each subclasses a common error class and carries a stable code."""
+"""Memory service errors: each subclasses a common error class and carries a stable code.
+
+HTTP status comes with the class (`common/errors.py`): invalid input 400, too large 413, not found
+404, version conflict 409, busy 503 (retry), closed 503, schema and store failures 500.
+"""
 
 from __future__ import annotations
 
@@ -73,6 +77,7 @@ class MemoryStoreError(IvoaiError):
 
 
 class MemoryClosedError(IvoaiError):
-    """The service was closed."""
+    """The service was closed (the gateway is shutting down): a later request reaches a new one."""
 
     code = "memory_closed"
+    http_status = 503
