@@ -151,6 +151,20 @@ class SessionConfig:
     workers: int = 2
     knowledge: KnowledgeAccess | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # Issue 16: the AUTO chain this primary belongs to (the first session, then each failover's);
+    # checkpoints are kept per chain and artifacts of earlier primaries of the chain stay readable.
+    chain: tuple[str, ...] = ()
+    coordinator: str = "native"  # `ruflo` when the safe-profile gate passed (see _ruflo)
+
+    @property
+    def chain_root(self) -> str:
+        """The chain's first session (the key of its checkpoint)."""
+        return self.chain[0] if self.chain else self.session_id
+
+    @property
+    def owners(self) -> tuple[str, ...]:
+        """Sessions whose artifacts this orchestrator may read: its own first, then the chain's."""
+        return (self.session_id, *(s for s in reversed(self.chain) if s != self.session_id))
 
 
 class OrchestratorSession:
@@ -199,6 +213,7 @@ class OrchestratorSession:
         self.returned: dict[str, Turn] = {}
         self._docs: dict[str, tuple[dict[str, Any], str]] = {}
         self._verified: dict[str, float] = {}  # artifact ID -> when `describe` last found it intact
+        self.last_checkpoint: dict[str, Any] | None = None
         io = WorkerIO(
             self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
         )
@@ -742,13 +757,73 @@ class OrchestratorSession:
 
     # -- artifacts ------------------------------------------------------------------------------
 
+    def _owner(self, ref: str) -> str:
+        """The chain session that owns `ref` (its own when none does: the store then refuses)."""
+        try:
+            owner = self.store.describe(ref).session_id
+        except IvoaiError:
+            return self.config.session_id
+        return owner if owner in self.config.owners else self.config.session_id
+
     def artifact_read(self, ref: str) -> tuple[Any, bytes]:
-        """The exact bytes of one of this session's artifacts (ownership, TTL, size, digest checked)."""
-        return self.store.read(ref, session_id=self.config.session_id)
+        """The exact bytes of one of this chain's artifacts (ownership, TTL, size, digest checked)."""
+        return self.store.read(ref, session_id=self._owner(ref))
 
     def artifact_read_range(self, ref: str, offset: int, length: int) -> Any:
-        """Up to 1 MiB of one of this session's artifacts, integrity checked."""
-        return self.store.read_range(ref, session_id=self.config.session_id, offset=offset, length=length)
+        """Up to 1 MiB of one of this chain's artifacts, integrity checked."""
+        return self.store.read_range(ref, session_id=self._owner(ref), offset=offset, length=length)
+
+    # -- checkpoint (issue 16) ------------------------------------------------------------------
+
+    def checkpoint(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and store the primary's checkpoint (refs must be this chain's artifacts).
+
+        Raises:
+            CheckpointRefusedError: control bytes, secret-shaped text, size, or a ref that is not an
+                artifact of this chain.
+        """
+        from ivoai.client.orchestration._checkpoint import (
+            CheckpointRefusedError,
+            parse_body,
+            write_checkpoint,
+        )
+        from ivoai.client.orchestration._worktree import summarize_worktree
+
+        body = parse_body(args)
+        for i, ref in enumerate(body.refs):
+            try:
+                owner = self.store.describe(ref).session_id
+            except IvoaiError:
+                owner = None
+            if owner not in self.config.owners:
+                raise CheckpointRefusedError(
+                    f"checkpoint.refs[{i}]: {ref} is not an artifact of this session; refs name evidence "
+                    "ivoai stored (orchestration_result lists them)"
+                )
+        tree = summarize_worktree(self.config.workdir)
+        worktree = None
+        if tree.git:
+            worktree = {"branch": tree.branch, "head": tree.head, "changed": list(tree.changed_names)}
+        cp = write_checkpoint(
+            self.config.chain_root,
+            body,
+            source="primary",
+            session_id=self.config.session_id,
+            vendor=self.config.planner,
+            worktree=worktree,
+            paths=self.paths,
+        )
+        with self._lock:
+            self.last_checkpoint = {"seq": cp.seq, "written_at": cp.written_at, "source": cp.source}
+            self.persist()
+        return {
+            "chain": cp.chain,
+            "seq": cp.seq,
+            "written_at": cp.written_at,
+            "head": tree.head,
+            "next": "Checkpoint kept. A failover or `ivoai session resume|handoff|recover` starts from it; "
+            "write a new one after each milestone.",
+        }
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -786,6 +861,9 @@ class OrchestratorSession:
                 for e in entries
             ],
             "limits": list(self.limits),
+            "chain": list(self.config.chain) or [self.config.session_id],
+            "coordinator": self.config.coordinator,
+            "checkpoint": getattr(self, "last_checkpoint", None),
             "metrics": {
                 **self.metrics.to_dict(),
                 "workers": {

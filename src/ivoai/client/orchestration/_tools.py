@@ -120,6 +120,22 @@ class ReadArgs(BaseModel):
     ref: Annotated[str, StringConstraints(max_length=64)]
 
 
+class CheckpointArgs(BaseModel):
+    """Shape only; `_checkpoint.parse_body` validates text (control bytes, secrets) and limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    objective: str
+    decisions: list[str] = Field(default_factory=list)
+    completed: list[str] = Field(default_factory=list)
+    changed_files: list[str] = Field(default_factory=list)
+    checks: list[str] = Field(default_factory=list)
+    outstanding: list[str] = Field(default_factory=list)
+    blockers: list[str] = Field(default_factory=list)
+    next_step: str = ""
+    uncertain_effects: list[str] = Field(default_factory=list)
+    refs: list[str] = Field(default_factory=list)
+
+
 class ReadRangeArgs(BaseModel):
     model_config = _ARGS
     ref: Annotated[str, StringConstraints(max_length=64)]
@@ -147,6 +163,7 @@ class ToolDef:
     args: type[BaseModel]
     read_only: bool
     handler: Handler
+    preapproved: bool = False  # not read-only, but writes only ivoai's private state (no prompt)
 
 
 _REGISTRY: dict[str, ToolDef] = {}
@@ -284,6 +301,10 @@ async def _cancel(call: ToolCall, a: TargetArgs) -> dict[str, Any]:
     return await _thread(lambda: call.session.cancel(a.worker_id, a.task_id))
 
 
+async def _checkpoint(call: ToolCall, a: CheckpointArgs) -> dict[str, Any]:
+    return await _thread(lambda: call.session.checkpoint(a.model_dump()))
+
+
 async def _read(call: ToolCall, a: ReadArgs) -> dict[str, Any]:
     def read() -> dict[str, Any]:
         ref = call.session.store.describe(a.ref)
@@ -388,6 +409,17 @@ for _tool in (
         _cancel,
     ),
     ToolDef(
+        "orchestration_checkpoint",
+        "Record where the work stands (issue 16): objective, decisions, completed work, changed file "
+        "names, checks, outstanding work, blockers, next step, writes whose outcome is uncertain, and "
+        "refs to artifacts. <= 32 KiB; no secrets, no terminal control bytes, no transcript. A failover "
+        "to the other client and `ivoai session resume|handoff|recover` start from the last checkpoint.",
+        CheckpointArgs,
+        False,
+        _checkpoint,
+        preapproved=True,
+    ),
+    ToolDef(
         "orchestration_artifact_read",
         "Exact bytes of one of this session's artifacts (<= 1 MiB; ownership, TTL, size and digest checked), "
         "as the text content; its metadata as structured content.",
@@ -481,8 +513,9 @@ async def serve_stdio(session: OrchestratorSession) -> None:
 
 
 def read_only_tools() -> list[str]:
-    """Tools a client may run without asking (reads); the rest keep the client's approval prompt."""
-    return [d.name for d in tools() if d.read_only]
+    """Tools a client may run without asking: reads, and the checkpoint (it writes only ivoai's
+    private state); the rest keep the client's approval prompt."""
+    return [d.name for d in tools() if d.read_only or d.preapproved]
 
 
 def run(session: OrchestratorSession) -> None:

@@ -70,6 +70,8 @@ def build_session(doc: dict[str, Any]) -> Any:
         workers=int(doc.get("workers", 2)),
         knowledge=knowledge,
         env=env,
+        chain=tuple(check_session_id(str(x)) for x in (doc.get("chain") or [])[:8]),
+        coordinator="ruflo" if doc.get("coordinator") == "ruflo" else "native",
     )
     from ivoai.common.fsio import ensure_private_dir
 
