@@ -91,8 +91,8 @@ def _render(ctx: HandoffContext, keep: Mapping[str, int]) -> str:
             f"Work tree now (read by ivoai, unchanged): branch {wt.branch or '(detached)'} at "
             f"{(wt.head or '(no commit)')[:12]}, {wt.changed_total} changed file(s)."
         )
-        lines += _section("Changed files (work tree)", wt.changed, keep["wt_files"])
-        lines += _section("Diff stat", wt.stat, keep["stat"])
+        lines += _section("Changed files (work tree)", [c.strip() for c in wt.changed], keep["wt_files"])
+        lines += _section("Diff stat", [x.strip() for x in wt.stat], keep["stat"])
     else:
         lines.append(f"Work tree: {wt.error or 'not a git work tree'}.")
     if ctx.tasks:
