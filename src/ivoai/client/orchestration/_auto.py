@@ -311,6 +311,10 @@ class AutoExtension:
         self.runtime_dir = runtime_dir
         if session_id not in self.chain.sessions:
             self.chain.sessions.append(session_id)
+        if self.chain.lease is None and self.chain.root is not None:
+            from ivoai.client.orchestration._lease import acquire_lease
+
+            self.chain.lease = acquire_lease(self.chain.root)  # released when this process exits
         runtime = os.path.join(runtime_dir, "orchestrator.json")
         _write_private(runtime, self._runtime_doc(session_id, router))
         server_args = ["-m", "ivoai.client.orchestration.mcp_server", "--runtime", runtime]

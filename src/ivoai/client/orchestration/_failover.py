@@ -73,6 +73,7 @@ class Chain:
     consecutive: int = 0
     seen_seq: int | None = None  # the checkpoint seq at the last failover
     history: list[dict[str, Any]] = field(default_factory=list)
+    lease: Any = None  # the chain's kernel lease (`_lease`), held while this process drives it
 
     @property
     def root(self) -> str | None:

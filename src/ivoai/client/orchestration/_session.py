@@ -378,6 +378,9 @@ class OrchestratorSession:
                 self.tasks = {}
             else:
                 self.plan_state, self.approval = "approved", approval
+                from ivoai.client.orchestration._worktree import head_of
+
+                self.plan_head = head_of(self.config.workdir)  # `session recover` refuses if it moved
                 decisions = {d.id: d for d in report.tasks}
                 self.tasks = {
                     t.id: TaskRun(
@@ -850,6 +853,7 @@ class OrchestratorSession:
                 "version": self.plan_version,
                 "state": self.plan_state,
                 "approval": self.approval,
+                "head": getattr(self, "plan_head", None),
                 "tasks": [t.metadata() for t in self.tasks.values()],
             },
             "workers": [

@@ -166,6 +166,7 @@ class WorkerControl:
 
     cancel: threading.Event = field(default_factory=threading.Event)
     pid: int | None = None
+    pid_start: str | None = None  # the worker's kernel start marker (issue 16: recover checks it)
     on_spawn: Callable[[int], None] | None = None
 
 
@@ -346,6 +347,9 @@ def _run(spec: WorkerSpec, io: WorkerIO, control: WorkerControl, spool: Path, st
             spec, io, state, started, None, "spawn_failed", before, before, b"", f"could not start: {message}"
         )
     control.pid = proc.pid
+    from ivoai.client.sessions.procinfo import start_marker
+
+    control.pid_start = start_marker(proc.pid)
     if control.on_spawn is not None:
         control.on_spawn(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

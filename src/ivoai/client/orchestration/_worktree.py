@@ -161,6 +161,13 @@ def _parse_status(raw: bytes) -> tuple[str | None, str | None, list[str]]:
     return branch, head, entries
 
 
+def head_of(workdir: str) -> str | None:
+    """The work tree's HEAD commit (None: not a git work tree, or no commit yet)."""
+    code, raw, _ = _git(workdir, ["rev-parse", "--verify", "-q", "HEAD"])
+    text = raw.decode("ascii", "replace").strip()
+    return text if code == 0 and len(text) in (40, 64) else None
+
+
 def summarize_worktree(workdir: str) -> WorktreeSummary:
     """Read the bounded summary (never raises; a failure is reported in `error`)."""
     started = time.perf_counter()
