@@ -269,6 +269,7 @@ class AutoExtension:
         self.exec_at: float | None = None
         self.exec_monotonic: float | None = None
         self.confirmed_monotonic: float | None = None  # a failover: when the previous limit was confirmed
+        self.gate_result: Any = None  # the Ruflo gate's result (`auto.coordinator = ruflo`)
 
     @property
     def instructions(self) -> str:
@@ -294,6 +295,8 @@ class AutoExtension:
             "schema": 1,
             "session_id": session_id,
             "chain": list(self.chain.sessions),
+            "coordinator": "ruflo" if self._gate_passed() else "native",
+            "ruflo": self._ruflo_doc(),
             "planner": self.args.planner,
             "workdir": os.getcwd(),
             "approve": self.args.yes,
@@ -302,6 +305,16 @@ class AutoExtension:
             "env": {k: self.env[k] for k in PROBE_ENV_ALLOWLIST if k in self.env},
             "xdg": xdg,
         }
+
+    def _gate_passed(self) -> bool:
+        gate = getattr(self, "gate_result", None)
+        return gate is not None and gate.coordinator == "ruflo"
+
+    def _ruflo_doc(self) -> dict[str, Any] | None:
+        gate = getattr(self, "gate_result", None)
+        if gate is None or gate.coordinator != "ruflo" or gate.ruflo is None:
+            return None
+        return {"binary": gate.ruflo.binary, "home": gate.ruflo.home, "task_id": gate.task_id}
 
     def client_args(self, session_id: str, runtime_dir: str, router: Any) -> tuple[list[str], dict[str, str]]:
         """Write the runtime files; return the primary's extra arguments and environment."""
@@ -316,6 +329,7 @@ class AutoExtension:
 
             self.chain.lease = acquire_lease(self.chain.root)  # released when this process exits
         runtime = os.path.join(runtime_dir, "orchestrator.json")
+        self._coordinator_gate(runtime_dir)
         _write_private(runtime, self._runtime_doc(session_id, router))
         server_args = ["-m", "ivoai.client.orchestration.mcp_server", "--runtime", runtime]
         approved = [d.name for d in tools()] if self.args.yes else read_only_tools()
@@ -359,6 +373,24 @@ class AutoExtension:
             self.conversation = Conversation("claude", str(uuid.uuid4()), None, "assigned")
             out += ["--session-id", self.conversation.id]
         return out, {}
+
+    # -- coordinator (issue 16) ---------------------------------------------------------------------
+
+    def _coordinator_gate(self, runtime_dir: str) -> None:
+        """`auto.coordinator = ruflo`: the safe-profile gate (`_ruflo`); a failure means native."""
+        if self.settings.coordinator != "ruflo":
+            return
+        from ivoai.client.orchestration._ruflo import run_gate
+
+        self.gate_result = run_gate(runtime_dir, self.env, max_agents=self.settings.workers + 1)
+        if self.gate_result.coordinator != "ruflo":
+            sys.stderr.write(f"ivoai: {self.gate_result.reason}; using the native coordinator\n")
+
+    def _coordinator_doc(self) -> dict[str, Any]:
+        gate = getattr(self, "gate_result", None)
+        if gate is None:
+            return {"coordinator": "native", "reason": f"auto.coordinator = {self.settings.coordinator}"}
+        return dict(gate.to_dict())
 
     # -- supervision (issue 16) ---------------------------------------------------------------------
 
@@ -407,12 +439,18 @@ class AutoExtension:
                 "incoming": self.incoming,
                 "conversation": _conversation_doc(self.conversation),
                 "workdir": os.getcwd(),
+                "coordinator": self._coordinator_doc(),
             }
         }
 
     def finish(self, record: dict[str, Any]) -> None:
         """Merge the supervisor's findings and the orchestrator's plan metadata (metadata only)."""
         self.close()
+        gate = getattr(self, "gate_result", None)
+        if gate is not None:
+            from ivoai.client.orchestration._ruflo import close_coordinator
+
+            close_coordinator(gate)
         if self.session_id is None or not isinstance(record.get("auto"), dict):
             return
         sup = self.supervisor

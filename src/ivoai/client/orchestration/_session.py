@@ -181,8 +181,10 @@ class OrchestratorSession:
         runtime: Runtime | None = None,
         fuse: LaunchFuse | None = None,
         worker_overrides: Callable[[WorkerSpec], WorkerSpec] | None = None,
+        lifecycle: Any = None,
     ) -> None:
         self.config = config
+        self.lifecycle = lifecycle  # issue 16: Ruflo mirrors worker lifecycles (opaque IDs only)
         self.settings = settings
         self.paths = paths
         self.runtime = runtime or Runtime(settings, paths=paths, env=config.env)
@@ -516,6 +518,11 @@ class OrchestratorSession:
     # -- worker events --------------------------------------------------------------------------
 
     def _on_worker_change(self, entry: WorkerEntry) -> None:
+        if self.lifecycle is not None:
+            if entry.state == "running":
+                self.lifecycle.started(entry.id)
+            elif entry.done:
+                self.lifecycle.ended(entry.id, entry.state)
         with self._lock:
             run = self.tasks.get(entry.spec.task_id)
             if run is None or not run.worker_ids or run.worker_ids[-1] != entry.id:
@@ -888,6 +895,8 @@ class OrchestratorSession:
     def close(self) -> None:
         """End the session: cancel every worker (their groups are reaped), write the final metadata."""
         self.pool.close()
+        if self.lifecycle is not None:
+            self.lifecycle.close()
         self.persist()
 
 

@@ -76,7 +76,11 @@ def build_session(doc: dict[str, Any]) -> Any:
     from ivoai.common.fsio import ensure_private_dir
 
     spool = ensure_private_dir(paths.state, paths.state / "run" / config.session_id / "workers")
-    return OrchestratorSession(config, load_settings(paths), paths=paths, spool_root=spool)
+    from ivoai.client.orchestration._ruflo import RufloLifecycle
+
+    lifecycle = RufloLifecycle.from_runtime(doc, env)
+    settings = load_settings(paths)
+    return OrchestratorSession(config, settings, paths=paths, spool_root=spool, lifecycle=lifecycle)
 
 
 def main(argv: list[str] | None = None) -> int:
