@@ -13,6 +13,8 @@ variables ivoai passes to the clients it probes):
      "exec": {"events": [...JSONL events...], "last_message": "...", "exit": 0, "hold": false,
               "write": "relative/path", "spawn_child": false, "by_model": {MODEL: {overrides}}}}
 
+`exec.resume` overrides the script for `codex exec resume` runs, `exec.limited` marks the account
+limited (as `primary.rollout.limited` does).
 The rate-limit fixtures are written as of FIXTURE_EPOCH; every `resetsAt` is moved by the time
 elapsed since then, as a live account would report it. Every request it receives is appended to
 `$CODEX_HOME/ivoai-standin-requests.jsonl`.
@@ -187,6 +189,10 @@ def exec_(argv: list[str], script: dict[str, Any]) -> int:
     spec = script.get("exec") or {}
     model = argv[argv.index("-m") + 1] if "-m" in argv else None
     spec = {**spec, **(spec.get("by_model") or {}).get(model, {})}
+    if argv[1:2] == ["resume"]:  # `codex exec resume THREAD ...` (issue 16): its own script
+        spec = {**spec, **(spec.get("resume") or {})}
+    if spec.get("limited"):  # the account is at its limit from now on (see app-server)
+        open(os.path.join(_home(), "ivoai-standin-limited"), "w").close()
     prompt = sys.stdin.read()
     _log(
         {

@@ -489,6 +489,7 @@ class AutoExtension:
         metrics = state.get("metrics") or {}
         record["auto"]["metrics"] = {k: metrics.get(k) for k in ("workers", "usage", "cost_usd")}
         record["auto"]["limits"] = state.get("limits") or []
+        record["auto"]["resume"] = state.get("resume")
 
 
 def supervisor_hooks(runtime_dir: str) -> dict[str, Any]:

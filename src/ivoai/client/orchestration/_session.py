@@ -24,6 +24,7 @@ import contextlib
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from ivoai.client.governance import (
     Turn,
     estimate_tokens,
 )
+from ivoai.client.orchestration._autoresume import RESUME_PROMPT, AutoResumer, Stalled
 from ivoai.client.orchestration._brief import SharedContextBrief, worker_prefix
 from ivoai.client.orchestration._classify import LimitKind, LimitVerdict
 from ivoai.client.orchestration._errors import OrchestrationUsageError, WorkerNotFoundError
@@ -57,7 +59,7 @@ from ivoai.client.orchestration._runtime import Runtime, RuntimeFacts
 from ivoai.client.orchestration._scheduler import PlanReport, TaskDecision, decide_task, evaluate_plan
 from ivoai.client.orchestration._scoring import Tier
 from ivoai.client.orchestration._settings import AutoSettings
-from ivoai.client.orchestration._state import write_state
+from ivoai.client.orchestration._state import read_state, write_state
 from ivoai.client.orchestration._worker import WorkerIO, WorkerReport
 from ivoai.client.orchestration._worker_spec import KnowledgeAccess, WorkerSpec
 from ivoai.client.workingcontext import ArtifactStore, StoreLimits
@@ -220,6 +222,23 @@ class OrchestratorSession:
             self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
         )
         self.pool = WorkerPool(io, self.fuse, concurrency=config.workers, on_change=self._on_worker_change)
+        self.resumer: AutoResumer | None = None
+        if settings.resume_after_reset:
+            self.resumer = AutoResumer(
+                paths,
+                config.session_id,
+                windows_max=settings.resume_windows,
+                check=self._resume_check,
+                cont=self._continue,
+                on_change=self.persist,
+            )
+            previous = read_state(config.session_id, paths) or {}  # a restarted orchestrator takes over
+            for doc in ((previous.get("resume") or {}).get("workers")) or []:
+                entry = Stalled.from_dict(doc)
+                if entry is not None and entry.state == "waiting_for_reset" and entry.vendor:
+                    self.resumer.add(entry)
+            if self.resumer.entries:
+                self.resumer.tick()  # past their reset already: continue them before serving
         self.persist()
 
     # -- facts ----------------------------------------------------------------------------------
@@ -499,6 +518,10 @@ class OrchestratorSession:
             timeout_seconds=self.settings.worker_timeout_seconds,
             max_turns=self.settings.worker_max_turns,
             knowledge=self.config.knowledge,
+            persist=self.settings.resume_after_reset,  # issue 16: a stalled worker can be continued
+            conversation_id=str(uuid.uuid4())
+            if self.settings.resume_after_reset and profile.vendor == "claude"
+            else None,
         )
         if self.worker_overrides is not None:
             spec = self.worker_overrides(spec)
@@ -534,11 +557,89 @@ class OrchestratorSession:
             elif entry.done:
                 run.ended_at = entry.ended_at
                 run.state = entry.state
+                self._maybe_stalled(entry)
                 if entry.report is not None and self._retry_on_model_limit(run, entry.report):
                     self.persist()
                     return
                 self._release_dependents()
             self.persist()
+
+    # -- auto-resume after reset (issue 16) ---------------------------------------------------------
+
+    def _maybe_stalled(self, entry: WorkerEntry) -> None:
+        """A worker a confirmed hard limit stopped, with a kept conversation, waits for the reset."""
+        report = entry.report
+        if (
+            self.resumer is None
+            or report is None
+            or report.limit is None
+            or report.limit.kind is not LimitKind.HARD_LIMIT
+            or not report.limit.confirmed
+            or not report.conversation_id
+        ):
+            return
+        resets = report.limit.resets_at
+        if resets is None:
+            hard = self.ledger.view().get(entry.spec.vendor).hard_limit
+            resets = hard.resets_at if hard is not None else None
+        self.resumer.add(
+            Stalled(
+                worker_id=entry.id,
+                task_id=entry.spec.task_id,
+                vendor=entry.spec.vendor,
+                model=entry.spec.model,
+                effort=entry.spec.effort,
+                tier=entry.spec.tier.label,
+                conversation=report.conversation_id,
+                resets_at=resets,
+                since=time.time(),
+            )
+        )
+
+    def _resume_check(self, vendor: str) -> tuple[bool, float | None]:
+        """Quota first: (free now?, the new reset when not). A free vendor's breaker is closed."""
+        if vendor == "claude":
+            from ivoai.client.orchestration._limitprobe import claude_quota_now
+
+            quota = claude_quota_now(self.config.env)
+        else:
+            quota = self._reprobe(vendor)
+        hard = quota.hard_limit if quota is not None else None
+        if hard is not None and hard.confirmed:
+            return False, hard.resets_at
+        with contextlib.suppress(IvoaiError, OSError):
+            self.fuse.clear(vendor)
+        return True, None
+
+    def _continue(self, stalled: Stalled) -> str:
+        """Start the continuation of a stalled worker in its own conversation; its worker ID."""
+        spec = WorkerSpec(
+            session_id=self.config.session_id,
+            task_id=stalled.task_id,
+            worker_id=random_id("wrk", 8),
+            vendor=stalled.vendor,
+            model=stalled.model,
+            effort=stalled.effort,
+            tier=Tier.parse(stalled.tier),
+            prompt=RESUME_PROMPT,
+            workdir=self.config.workdir,
+            timeout_seconds=self.settings.worker_timeout_seconds,
+            max_turns=self.settings.worker_max_turns,
+            knowledge=self.config.knowledge,
+            persist=True,
+            conversation_id=stalled.conversation if stalled.vendor == "claude" else None,
+            resume_conversation=stalled.conversation,
+        )
+        if self.worker_overrides is not None:
+            spec = self.worker_overrides(spec)
+        with self._lock:
+            run = self.tasks.get(stalled.task_id)
+            if run is not None:
+                run.worker_ids.append(spec.worker_id)
+                run.state = "queued"
+                run.started_at, run.ended_at = None, None
+            self.pool.submit(spec)
+        return spec.worker_id
 
     def _retry_on_model_limit(self, run: TaskRun, report: WorkerReport) -> bool:
         """A model-scoped limit: run the task once more on a cheaper model of the same vendor."""
@@ -875,6 +976,7 @@ class OrchestratorSession:
             "chain": list(self.config.chain) or [self.config.session_id],
             "coordinator": self.config.coordinator,
             "checkpoint": getattr(self, "last_checkpoint", None),
+            "resume": self._resume_metadata(),
             "metrics": {
                 **self.metrics.to_dict(),
                 "workers": {
@@ -887,6 +989,10 @@ class OrchestratorSession:
             },
         }
 
+    def _resume_metadata(self) -> dict[str, Any] | None:
+        resumer: AutoResumer | None = getattr(self, "resumer", None)
+        return resumer.metadata() if resumer is not None else None
+
     def persist(self) -> None:
         """Publish the metadata file; a failure never stops the session."""
         with contextlib.suppress(IvoaiError, OSError):
@@ -894,6 +1000,8 @@ class OrchestratorSession:
 
     def close(self) -> None:
         """End the session: cancel every worker (their groups are reaped), write the final metadata."""
+        if self.resumer is not None:
+            self.resumer.stop()
         self.pool.close()
         if self.lifecycle is not None:
             self.lifecycle.close()

@@ -108,6 +108,7 @@ class WorkerReport:
     limit: LimitVerdict | None = None
     projection: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    conversation_id: str | None = None  # the kept vendor conversation (auto-resume), when there is one
 
     @property
     def status(self) -> WorkerStatus:
@@ -512,7 +513,17 @@ def _report(
         limit=limit,
         projection=projection,
         warnings=[w[:WORKER_ERROR_MAX_CHARS] for w in warnings[:16]],
+        conversation_id=_conversation(spec, state),
     )
+
+
+def _conversation(spec: WorkerSpec, state: EventState) -> str | None:
+    """The worker's kept conversation: Codex's thread, Claude's chosen session (persisted runs only)."""
+    if spec.resume_conversation is not None:
+        return spec.resume_conversation
+    if not spec.persist:
+        return None
+    return state.thread_id if spec.vendor == "codex" else spec.conversation_id
 
 
 def _tree_violations(

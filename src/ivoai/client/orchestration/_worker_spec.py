@@ -22,6 +22,15 @@ scripted model service on loopback, and nothing in ivoai's runtime sets them.
 
 Skills (issue 20 selects them per role and tier): `skill_dirs` are given to the worker read-only
 (Claude `--add-dir`; Codex's read-only sandbox reads anywhere) and named in the prompt prefix.
+
+Auto-resume (issue 16, `auto.resume_after_reset = true`): a worker then keeps its vendor
+conversation (`persist`: Codex without `--ephemeral`, its thread ID read from `thread.started`;
+Claude without `--no-session-persistence`, with an ivoai-chosen `--session-id`), so that one a
+confirmed limit stopped can be continued once after the reset (`resume_conversation`):
+`codex exec resume THREAD --json ... -c sandbox_mode="read-only" -` (that subcommand has no
+`--sandbox` nor `-C`: the sandbox is set through its config key and the work tree is the cwd) or
+`claude -p --resume SESSION ...` with the same read-only tool set. Checked with `--help` of codex
+0.171.0 and claude 2.1.197 (a test re-checks them against the installed binaries).
 """
 
 from __future__ import annotations
@@ -106,23 +115,25 @@ class WorkerSpec:
     max_event_bytes: int = AUTO_WORKER_EVENTS_MAX_BYTES
     knowledge: KnowledgeAccess | None = None
     skill_dirs: tuple[str, ...] = ()
+    persist: bool = False  # keep the vendor conversation (auto-resume after a reset)
+    conversation_id: str | None = None  # Claude: the --session-id ivoai chose (with persist)
+    resume_conversation: str | None = None  # continue this conversation instead of starting one
     extra_args: tuple[str, ...] = ()
     extra_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 def codex_argv(spec: WorkerSpec, binary: str, last_message: str, schema: str) -> list[str]:
-    """`codex exec` for one read-only worker (prompt on stdin)."""
+    """`codex exec` (or `codex exec resume THREAD`) for one read-only worker (prompt on stdin)."""
+    if spec.resume_conversation is not None:
+        head = ["exec", "resume", spec.resume_conversation, "--json", "-c", 'sandbox_mode="read-only"']
+    else:
+        head = ["exec", "--json", *([] if spec.persist else ["--ephemeral"]), "--sandbox", "read-only"]
+        head += ["-C", spec.workdir]
     argv = [
         binary,
-        "exec",
-        "--json",
-        "--ephemeral",
-        "--sandbox",
-        "read-only",
+        *head,
         "--skip-git-repo-check",
         "--ignore-user-config",
-        "-C",
-        spec.workdir,
         "-o",
         last_message,
         "--output-schema",
@@ -158,13 +169,19 @@ def claude_mcp_config(spec: WorkerSpec) -> dict[str, Any]:
 
 def claude_argv(spec: WorkerSpec, binary: str, mcp_config: str) -> list[str]:
     """`claude -p` for one read-only worker (prompt on stdin)."""
+    if spec.resume_conversation is not None:
+        session = ["--resume", spec.resume_conversation]
+    elif spec.persist and spec.conversation_id:
+        session = ["--session-id", spec.conversation_id]
+    else:
+        session = ["--no-session-persistence"]
     argv = [
         binary,
         "-p",
         "--output-format",
         "stream-json",
         "--verbose",
-        "--no-session-persistence",
+        *session,
         "--strict-mcp-config",
         "--mcp-config",
         mcp_config,
