@@ -212,12 +212,29 @@ def quota_gate(planner: str, facts: RuntimeFacts) -> GateReport:
     q = facts.quota.get(planner)
     if q.state in ("unknown", "pending", "not_exposed") or not q.windows:
         notes.append(f"{planner} quota is unknown; it does not block the session")
-    for w in q.windows:
-        if w.model is None and w.remaining_percent is not None and w.remaining_percent <= 10:
-            notes.append(
-                f"{planner} {w.kind} window has {w.remaining_percent:g} % left (resets {_when(w.resets_at)})"
-            )
     return GateReport(planner, alternate, tuple(notes), summary)
+
+
+def conserve_at_gate(
+    gate: GateReport, facts: RuntimeFacts, settings: AutoSettings, ask: Any = None
+) -> tuple[str, dict[str, Any] | None]:
+    """Issue 16 conservation at the gate: (the planner to start, the decision for the record).
+
+    The planner's lowest fresh authoritative window at or below `auto.conserve_threshold` asks the
+    user (keep / conserve) on the terminal; without one the safe default (keep) applies, and the
+    message says so. Nothing is switched without the user's answer.
+    """
+    from ivoai.client.orchestration._conserve import decide_gate, low_windows, terminal_prompt
+
+    quota = facts.quota.get(gate.planner)
+    low = low_windows(quota, settings.conserve_threshold, settings.quota_cache_seconds)
+    if not low:
+        return gate.planner, None
+    alt_ok = _vendor_state(gate.alternate, facts)[0] == "ok"
+    decision = decide_gate(low[0], gate.alternate, alt_ok, ask or terminal_prompt)
+    sys.stderr.write(f"ivoai: {decision.note}\n")
+    planner = gate.alternate if decision.choice == "conserve" else gate.planner
+    return planner, decision.to_dict()
 
 
 # -- the launch extension --------------------------------------------------------------------------
@@ -534,6 +551,14 @@ def run_auto(args: AutoArgs, env: Mapping[str, str] | None = None) -> int:
     gate = quota_gate(args.planner, facts)
     for note in gate.notes:
         sys.stderr.write(f"ivoai: {note}\n")
+    planner, conservation = conserve_at_gate(gate, facts, settings)
+    if conservation is not None:
+        gate.summary["conservation"] = conservation
+    if planner != args.planner:  # the user chose to conserve the planner's low window
+        from dataclasses import replace
+
+        gate = GateReport(planner, args.planner, gate.notes, {**gate.summary, "planner": planner})
+        args = replace(args, planner=planner, client_args=())  # the first client's arguments are its own
     return run_supervised(args, gate, settings, env)
 
 

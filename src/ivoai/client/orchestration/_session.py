@@ -218,6 +218,8 @@ class OrchestratorSession:
         self._docs: dict[str, tuple[dict[str, Any], str]] = {}
         self._verified: dict[str, float] = {}  # artifact ID -> when `describe` last found it intact
         self.last_checkpoint: dict[str, Any] | None = None
+        self.conserved: set[str] = set()  # issue 16: vendors the user chose to spare
+        self.conservation: list[dict[str, Any]] = []
         io = WorkerIO(
             self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
         )
@@ -372,9 +374,39 @@ class OrchestratorSession:
     # -- plan -----------------------------------------------------------------------------------
 
     def check(self, doc: Any) -> PlanReport:
-        """Validate and score without keeping anything (the read-only check tool)."""
+        """Validate and score without keeping anything (the read-only check tool).
+
+        Vendors the user chose to conserve (issue 16) are left out of the profile choice.
+        """
         facts = self.facts()
-        return evaluate_plan(doc, facts.providers, facts.quota.vendors, prefer=self.config.planner)
+        providers = [p for p in facts.providers if p.vendor not in self.conserved]
+        return evaluate_plan(doc, providers, facts.quota.vendors, prefer=self.config.planner)
+
+    def low_windows_for(self, report: PlanReport) -> list[Any]:
+        """Fresh authoritative windows at or below the threshold, of vendors the plan's workers would
+        use and the user was not asked about yet (issue 16: conservation)."""
+        from ivoai.client.orchestration._conserve import low_windows
+
+        vendors = sorted({t.profile.vendor for t in report.tasks if t.delegated and t.profile is not None})
+        asked = {d["vendor"] for d in self.conservation}
+        facts = self.facts()
+        out = []
+        for vendor in vendors:
+            if vendor in asked:
+                continue
+            quota = facts.quota.get(vendor)
+            low = low_windows(quota, self.settings.conserve_threshold, self.settings.quota_cache_seconds)
+            if low:
+                out.append(low[0])
+        return out
+
+    def record_conservation(self, decision: Any) -> None:
+        """Keep the user's keep/conserve answer for the session (conserve: no workers on that vendor)."""
+        with self._lock:
+            self.conservation.append(decision.to_dict())
+            if decision.choice == "conserve":
+                self.conserved.add(decision.window.vendor)
+            self.persist()
 
     def submit_plan(self, doc: Any, approval: str) -> tuple[PlanReport, PlanState]:
         """Keep a valid plan as approved (`approval` says by whom); an invalid one changes nothing.
@@ -977,6 +1009,7 @@ class OrchestratorSession:
             "coordinator": self.config.coordinator,
             "checkpoint": getattr(self, "last_checkpoint", None),
             "resume": self._resume_metadata(),
+            "conservation": list(getattr(self, "conservation", [])),
             "metrics": {
                 **self.metrics.to_dict(),
                 "workers": {

@@ -259,14 +259,72 @@ async def _plan_check(call: ToolCall, a: PlanArgs) -> dict[str, Any]:
     return dict(report.to_dict())
 
 
+async def _conserve(call: ToolCall, report: Any) -> list[str]:
+    """Issue 16: ask about each low window the plan's workers would draw on (keep / conserve).
+
+    Asked through MCP elicitation; with `--yes` or a client without elicitation the safe default
+    (keep: nothing switched) applies, and the answer says so. Returns the notes for the answer.
+    """
+    from ivoai.client.orchestration._conserve import Choice, Decision
+
+    notes = []
+    for window in await _thread(lambda: call.session.low_windows_for(report)):
+        choice: Choice = "keep"
+        asked = "no_elicitation"
+        if call.session.config.approve:
+            asked = "yes_flag"
+        else:
+            session = getattr(call.ctx, "session", None)
+            try:
+                import mcp.types as t
+
+                if session is not None and session.check_client_capability(
+                    t.ClientCapabilities(elicitation=t.ElicitationCapability())
+                ):
+                    schema = {
+                        "type": "object",
+                        "properties": {
+                            "conserve": {"type": "boolean", "title": f"Conserve {window.vendor}"}
+                        },
+                        "required": ["conserve"],
+                    }
+                    question = (
+                        f"ivoai auto: {window.describe()}. Conserve it (its workers move to another "
+                        "client or stay with you), or keep routing workers to it?"
+                    )
+                    answer = await session.elicit_form(
+                        question, schema, related_request_id=call.ctx.request_id
+                    )
+                    asked = "elicitation"
+                    wants = (answer.content or {}).get("conserve") is True
+                    choice = "conserve" if answer.action == "accept" and wants else "keep"
+            except Exception:  # noqa: BLE001 - a client that fails elicitation gets the safe default
+                asked = "no_elicitation"
+        how = {
+            "elicitation": "you chose to " + choice,
+            "yes_flag": "--yes: the safe default (keep) applies, nothing was switched",
+            "no_elicitation": "the client cannot ask you: the safe default (keep) applies, "
+            "nothing was switched",
+        }[asked]
+        decision = Decision(window, choice, asked, f"conservation: {window.describe()}; {how}")
+        call.session.record_conservation(decision)
+        notes.append(decision.note)
+    return notes
+
+
 async def _plan(call: ToolCall, a: PlanArgs) -> dict[str, Any]:
     report = await _thread(lambda: call.session.check(a.plan))
     if not report.valid:
         return {**report.to_dict(), "plan_state": call.session.plan_state}
+    conservation = await _conserve(call, report)
+    if call.session.conserved:
+        report = await _thread(lambda: call.session.check(a.plan))
     approval = await _approval(call, report)
     report, state = await _thread(lambda: call.session.submit_plan(a.plan, approval))
     doc = report.to_dict()
     doc.update(plan_state=state, approval=approval)
+    if conservation:
+        doc["conservation"] = conservation
     doc["next"] = (
         "Spawn delegated tasks with orchestration_spawn_batch (dependencies are respected), do the tasks the "
         "primary keeps, then orchestration_wait and orchestration_result."
