@@ -550,6 +550,7 @@ class OrchestratorSession:
             timeout_seconds=self.settings.worker_timeout_seconds,
             max_turns=self.settings.worker_max_turns,
             knowledge=self.config.knowledge,
+            role=run.task.role,  # issue 20: the worker's skills are selected for its role and tier
             persist=self.settings.resume_after_reset,  # issue 16: a stalled worker can be continued
             conversation_id=str(uuid.uuid4())
             if self.settings.resume_after_reset and profile.vendor == "claude"
@@ -1001,6 +1002,7 @@ class OrchestratorSession:
                 | {
                     "status": e.report.status.value if e.report else None,
                     "models_ran": e.report.models_ran if e.report else [],
+                    "skills": e.report.skills if e.report else [],  # issue 20: names only
                 }
                 for e in entries
             ],
