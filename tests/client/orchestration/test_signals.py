@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from ivoai.client.agents.session_extras import merge_claude_settings
@@ -108,3 +109,22 @@ def test_the_tail_reads_only_whole_new_lines(tmp_path: Path) -> None:
         fh.write(b' 2}\nnot json\n{"c": 3}\n')
     assert list(tail.lines()) == [{"b": 2}, {"c": 3}]
     assert list(tail.lines()) == []
+
+
+def test_the_hook_command_keeps_a_bounded_line_and_never_fails(tmp_path: Path) -> None:
+    from ivoai.client.orchestration import primary_hook
+    from ivoai.common.limits import AUTO_HOOK_PAYLOAD_MAX_BYTES
+
+    assert primary_hook.PAYLOAD_MAX_BYTES == AUTO_HOOK_PAYLOAD_MAX_BYTES
+    events = tmp_path / "events.jsonl"
+    payload = {"hook_event_name": "StopFailure", "session_id": "s1", "error": "rate_limit",
+               "last_assistant_message": "x" * 5000, "prompt": "secret user prompt"}  # fmt: skip
+    for data in (json.dumps(payload), "not json", "{" + " " * (70 * 1024) + "}"):
+        done = subprocess.run(
+            [sys.executable, "-m", "ivoai.client.orchestration.primary_hook", str(events)],
+            input=data.encode(), capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0 and done.stdout == b""
+    [line] = [json.loads(x) for x in events.read_text().splitlines()]
+    assert line["error"] == "rate_limit" and len(line["message"]) == 512 and "prompt" not in line
+    assert oct(events.stat().st_mode & 0o777) == "0o600"
