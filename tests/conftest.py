@@ -79,6 +79,9 @@ def run_ivoai(
 def tool_path(name: str) -> Path:
     """A real peer installed by scripts/test (tools/node_modules/.bin or the headroom venv)."""
     base = Path(os.environ.get("IVOAI_TEST_TOOLS_DIR", REPO_ROOT / "tools" / "node_modules" / ".bin"))
+    if name == "ruflo":  # issue 16: its own npm project (tools/ruflo), installed without optional extras
+        default = REPO_ROOT / "tools" / "ruflo" / "node_modules" / ".bin" / "ruflo"
+        return Path(os.environ.get("IVOAI_TEST_RUFLO", default))
     if name == "headroom":
         return Path(
             os.environ.get("IVOAI_TEST_HEADROOM", REPO_ROOT / ".tools" / "headroom" / "bin" / "headroom")

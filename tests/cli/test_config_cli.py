@@ -33,7 +33,8 @@ def test_unknown_key_exits_2_listing_valid_keys_and_writes_nothing(cli: CliRunne
     assert result.code == 2
     assert result.err == (
         "ivoai: error: unknown config key 'compression.level'; "
-        "valid keys: auto.workers, compression.provider\n"
+        "valid keys: auto.conserve_threshold, auto.coordinator, auto.resume_after_reset, "
+        "auto.resume_windows, auto.workers, compression.provider\n"
     )
     assert not xdg.config.exists()
 
@@ -91,3 +92,22 @@ def test_config_show_refuses_a_world_writable_config_file(cli: CliRunner, xdg: X
     result = cli("config", "show")
     assert result.code == 1
     assert f"chmod go-w {xdg.config_file}" in result.err
+
+
+def test_the_auto_part_2_keys_are_validated_and_persisted(cli: CliRunner, xdg: XdgPaths) -> None:
+    """Issue 16: auto.resume_after_reset is a boolean, the others name their range or choices."""
+    assert cli("config", "set", "auto.resume_after_reset", "true").code == 0
+    assert cli("config", "set", "auto.coordinator", "ruflo").code == 0
+    bad = cli("config", "set", "auto.resume_after_reset", "yes")
+    assert bad.code == 2 and "auto.resume_after_reset; expected true or false" in bad.err
+    assert "expected an integer 1..100" in cli("config", "set", "auto.conserve_threshold", "0").err
+    assert "native, ruflo" in cli("config", "set", "auto.coordinator", "swarm").err
+    assert "resume_after_reset = true" in xdg.config_file.read_text()
+    shown = json.loads(cli("config", "show", "--json").out)["values"]
+    assert shown["auto.resume_after_reset"] == {
+        "value": True,
+        "origin": "file",
+        "allowed": "true|false",
+        "description": shown["auto.resume_after_reset"]["description"],
+    }
+    assert shown["auto.coordinator"]["value"] == "ruflo" and shown["auto.resume_windows"]["value"] == 3

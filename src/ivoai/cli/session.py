@@ -168,6 +168,15 @@ def _render_auto(doc: dict[str, Any]) -> None:
     ]
     if workers:
         print_table("AUTO workers", ["worker", "task", "state", "model"], workers)
+    resumes = [
+        [r["worker_id"], r["task_id"], r["vendor"], r["state"], _when(r["resets_at"]),
+         r["continued_by"] or "-"]  # fmt: skip
+        for s in doc["sessions"]
+        for r in (s.get("auto") or {}).get("resume", [])
+    ]
+    if resumes:
+        columns = ["worker", "task", "vendor", "state", "resets", "continued by"]
+        print_table("AUTO auto-resume", columns, resumes)
     gauges = []
     for v in (doc.get("quota") or {}).get("vendors", []):
         for w in v["windows"]:
@@ -179,3 +188,46 @@ def _render_auto(doc: dict[str, Any]) -> None:
             gauges.append([v["vendor"], "hard limit", "100%", until])
     if gauges:
         print_table("quota", ["vendor", "window", "used", "pace"], gauges)
+
+
+# -- issue 16: continue an AUTO session -----------------------------------------------------------
+
+
+@app.command("resume")
+def resume_command(session_id: str = typer.Argument(..., help="Session ID (ses_…).")) -> None:
+    """Reopen the session's native conversation (same client, nothing replayed) under a supervised
+    AUTO primary. Refused while it runs, when its conversation is unknown or its client is limited."""
+    from ivoai.client.orchestration._resume import resume_session
+
+    raise typer.Exit(resume_session(session_id))
+
+
+@app.command("handoff")
+def handoff_command(
+    session_id: str = typer.Argument(..., help="Session ID (ses_…)."),
+    to: str = typer.Option(..., "--to", help="The client that takes over: codex or claude."),
+    confirm: bool = typer.Option(False, "--confirm", help="Start it (without: show the brief only)."),
+) -> None:
+    """Start a new conversation of --to with the session's handoff brief (<= 8 KiB: last checkpoint
+    and a read-only summary of the work tree). Without --confirm the brief is shown and nothing starts."""
+    from ivoai.client.orchestration._resume import handoff_session
+
+    raise typer.Exit(handoff_session(session_id, to, confirm=confirm))
+
+
+@app.command("recover")
+def recover_command(
+    session_id: str = typer.Argument(..., help="Session ID (ses_…)."),
+    yes: bool = typer.Option(False, "--yes", help="Approve the recovery without asking (for scripts)."),
+) -> None:
+    """Reconcile an interrupted, approved AUTO plan and run its open tasks again, after fresh approval.
+    Refused when HEAD moved, a worker it owns still runs, or a write's outcome is uncertain."""
+    from ivoai.client.orchestration._resume import recover_session
+
+    ask = None
+    if sys.stdin.isatty():
+
+        def ask(question: str) -> bool:
+            return typer.confirm(question, default=False)
+
+    raise typer.Exit(recover_session(session_id, yes=yes, ask=ask))

@@ -36,6 +36,7 @@ PROVIDERS: tuple[str, ...] = (
     "ivoai.client.agents.probes:component_statuses",
     "ivoai.client.skills.service:component_statuses",  # issue 20: the skill control plane
     "ivoai.client.components.status:component_statuses",  # managed pins (issue 17)
+    "ivoai.client.orchestration._daemons:component_statuses",  # issue 16: stray Ruflo daemons
 )
 
 # Components doctor always lists; a row stays `not_probed` until some provider reports on it.

@@ -333,3 +333,24 @@ CATALOGUE_CACHE_MAX_BYTES = 1 * MIB
 CATALOGUE_MODELS_MAX = 200
 AUTO_STATE_MAX_BYTES = 1 * MIB  # a session's plan metadata file
 AUTO_RESULT_CONTEXT_WINDOW_TOKENS = 200_000  # primary's window assumed for result compaction
+
+# --- AUTO part 2 (issue 16): supervisor, failover, checkpoints, resume, Ruflo gate ---
+AUTO_CHECKPOINT_MAX_BYTES = 32 * KIB  # one checkpoint, serialized
+AUTO_CHECKPOINT_ITEMS_MAX = 64  # per list field of a checkpoint
+AUTO_CHECKPOINT_ITEM_MAX_CHARS = 1024
+AUTO_CHECKPOINT_REFS_MAX = 32  # artifact refs in one checkpoint
+AUTO_HANDOFF_BRIEF_MAX_BYTES = 8 * KIB  # the brief the alternate (or a new conversation) receives
+AUTO_WORKTREE_TIMEOUT_SECONDS = 5.0  # each git call of the bounded work-tree summary
+AUTO_WORKTREE_MAX_BYTES = 1 * MIB  # output read from one git call of the summary
+AUTO_WORKTREE_FILES_MAX = 200  # changed file names kept in a summary
+AUTO_WORKTREE_STAT_LINES_MAX = 40  # diff --stat lines kept in a summary
+AUTO_SUPERVISOR_POLL_SECONDS = 0.2  # how often the supervisor looks at the primary's signals
+AUTO_SIGNAL_LINE_MAX_BYTES = 256 * KIB  # one line read from a primary's signal file or rollout
+AUTO_SIGNAL_READ_MAX_BYTES = 4 * MIB  # read from a signal source per poll (the rest next poll)
+AUTO_HOOK_PAYLOAD_MAX_BYTES = 64 * KIB  # one hook payload Claude pipes to ivoai's hook command
+AUTO_PRIMARY_TERM_GRACE_SECONDS = 3.0  # failover: TERM to the primary's tree, then KILL
+AUTO_RESUME_WINDOWS_DEFAULT = 3  # auto-resume after reset: windows per session
+AUTO_RESUME_WINDOWS_MAX = 10
+AUTO_IMPORT_TIMEOUT_SECONDS = 30.0  # Claude -> Codex transcript import over `codex app-server`
+RUFLO_COMMAND_TIMEOUT_SECONDS = 30.0  # one `ruflo` command
+RUFLO_OUTPUT_MAX_BYTES = 4 * MIB  # one `ruflo` command's output (it prints its tool catalogue)

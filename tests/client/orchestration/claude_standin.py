@@ -10,13 +10,26 @@ schema (`system/init`, `rate_limit_event {rate_limit_info}`, `assistant`, `resul
 of the real claude 2.1.197). Each run's argv and environment variable
 names are appended to `$HOME/.claude/ivoai-standin-runs.jsonl`; an interactive primary run records
 its argv and the `--settings` documents it was given, then exits 0.
+
+Issue 16 (the supervised primary): with `"primary": {"stop_failure": {...}}` the interactive
+primary does what the real Claude does around a turn that ends on a rate limit (both payloads were
+captured from the real claude 2.1.197 with a scripted model service answering HTTP 429): it writes
+its transcript under `projects/<cwd>/<session id>.jsonl` (the `--session-id` it was given), runs
+the `SessionStart` hook commands of its `--settings` with `{"session_id", "transcript_path", "cwd",
+"hook_event_name": "SessionStart", "source": "startup"}` on stdin, then the `StopFailure` ones with
+`{..., "hook_event_name": "StopFailure", "error": "rate_limit", "last_assistant_message": MSG}`,
+waits for the supervisor's verdict (`supervisor.json` next to the settings file) and holds until
+signalled (or exits with `"exit_after_verdict": true`). `-p` runs replay `events` (the limit probe
+gets the scripted `rate_limit_event`s).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from typing import Any
 
 
@@ -33,6 +46,56 @@ def _script() -> dict[str, Any]:
             return doc if isinstance(doc, dict) else {}
     except FileNotFoundError:
         return {}
+
+
+def _run_hooks(settings: dict[str, Any], event: str, payload: dict[str, Any]) -> None:
+    for group in (settings.get("hooks") or {}).get(event) or []:
+        for hook in group.get("hooks") or []:
+            if hook.get("type") == "command":
+                data = json.dumps(payload).encode()
+                subprocess.run(hook["command"], shell=True, input=data, check=False, timeout=30)
+
+
+def _stop_failure(
+    argv: list[str], settings: dict[str, Any], settings_path: str, spec: dict[str, Any]
+) -> int:
+    sid = "00000000-0000-4000-8000-000000000000"
+    if "--session-id" in argv:
+        sid = argv[argv.index("--session-id") + 1]
+    cwd = os.getcwd()
+    project = os.path.join(_dir(), "projects", cwd.replace("/", "-").replace(".", "-"))
+    os.makedirs(project, exist_ok=True)
+    transcript = os.path.join(project, f"{sid}.jsonl")
+    with open(transcript, "w", encoding="utf-8") as fh:
+        turns = (("user", spec.get("user_text", "Fix the parser")), ("assistant", "Working on it."))
+        for role, text in turns:
+            line = {"type": role, "message": {"role": role, "content": text}, "sessionId": sid, "cwd": cwd,
+                    "uuid": f"{role}-1", "parentUuid": None, "timestamp": "2026-12-01T10:00:00.000Z",
+                    "version": "2.1.197", "isSidechain": False, "userType": "external"}  # fmt: skip
+            fh.write(json.dumps(line) + "\n")
+    common = {"session_id": sid, "transcript_path": transcript, "cwd": cwd}
+    _run_hooks(settings, "SessionStart", {**common, "hook_event_name": "SessionStart", "source": "startup"})
+    if spec.get("limited"):
+        open(os.path.join(_dir(), "ivoai-standin-limited"), "w").close()
+    failure = {**common, "hook_event_name": "StopFailure", "error": spec.get("error", "rate_limit"),
+               "last_assistant_message": spec.get("message", "")}  # fmt: skip
+    _run_hooks(settings, "StopFailure", failure)
+    runtime = os.path.dirname(settings_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with open(os.path.join(runtime, "supervisor.json"), encoding="utf-8") as fh:
+                if json.load(fh).get("verdicts"):
+                    break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    if spec.get("exit_after_verdict"):
+        return int(spec.get("exit", 0))
+    deadline = time.monotonic() + 90  # held until the supervisor ends it; bounded if it never does
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return 75
 
 
 def main() -> int:
@@ -72,7 +135,10 @@ def main() -> int:
             fh.write(
                 json.dumps({"argv": argv, "env_keys": sorted(os.environ), "prompt_bytes": len(prompt)}) + "\n"
             )
-        for event in script.get("events") or []:
+        events = script.get("events") or []
+        if os.path.exists(os.path.join(_dir(), "ivoai-standin-limited")) and "events_limited" in script:
+            events = script["events_limited"]
+        for event in events:
             sys.stdout.write(json.dumps(event) + "\n")
             sys.stdout.flush()
         return int(script.get("exit", 0))
@@ -85,8 +151,18 @@ def main() -> int:
         for path in settings:
             with open(path, encoding="utf-8") as fh:
                 docs.append(json.load(fh))
+        tty_state = None
+        if os.isatty(0):
+            import termios
+
+            lflag = termios.tcgetattr(0)[3]
+            tty_state = {"icanon": bool(lflag & termios.ICANON), "echo": bool(lflag & termios.ECHO)}
         with open(os.path.join(_dir(), "ivoai-standin-runs.jsonl"), "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"primary_argv": argv, "settings": docs}) + "\n")
+            doc = {"primary_argv": argv, "settings": docs, "at": time.time(), "tty": tty_state}
+            fh.write(json.dumps(doc) + "\n")
+        failure = (script.get("primary") or {}).get("stop_failure")
+        if failure is not None and docs and not os.path.exists(os.path.join(_dir(), "ivoai-standin-limited")):
+            return _stop_failure(argv, docs[0], settings[0], failure)
         return 0
     sys.stderr.write(f"claude stand-in: unsupported arguments {argv}\n")
     return 2

@@ -346,8 +346,9 @@ def run_launch(
     """Launch the official client for `args`; return its exit status (128+N for signal N).
 
     `extension` (`ivoai auto`) adds to the session: `instructions` (replacing the research-order
-    instruction), `client_args(session_id, runtime_dir, router) -> (args, env)`, `record_fields()`
-    for the session record, and `finish(record)` before the final record is written.
+    instruction), `client_args(session_id, runtime_dir, router) -> (args, env)`, `started(pid)`
+    right after the client's exec (issue 16: its supervisor), `record_fields()` for the session
+    record, and `finish(record)` before the final record is written.
 
     Raises:
         ExecutorNotFoundError: the client is not installed.
@@ -415,6 +416,8 @@ def run_launch(
                 raise LaunchError(f"could not start {path}: {exc.strerror or exc}") from None
             if on_spawned is not None:
                 on_spawned(pid)
+            if extension is not None and hasattr(extension, "started"):
+                extension.started(pid)  # issue 16: `ivoai auto`'s supervisor watches the primary
             helper = session.proxy.pid if session.proxy is not None else None
             # Built now, while the client starts (off the exit path); published only if it still
             # runs SESSION_RECORD_DEFER_SECONDS later, else written once, ended.

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 from ivoai.client.config.errors import UnknownConfigKeyError
 from ivoai.common.errors import UsageError
-from ivoai.common.limits import AUTO_WORKERS_DEFAULT, AUTO_WORKERS_MAX, CONFIG_VALUE_MAX_CHARS
+from ivoai.common.limits import (
+    AUTO_RESUME_WINDOWS_DEFAULT,
+    AUTO_RESUME_WINDOWS_MAX,
+    AUTO_WORKERS_DEFAULT,
+    AUTO_WORKERS_MAX,
+    CONFIG_VALUE_MAX_CHARS,
+    QUOTA_CONSERVE_THRESHOLD_PERCENT,
+)
 
 # 2: compression.provider/source normalized (seed 003); see ivoai.client.config.migrations.
 CONFIG_SCHEMA_VERSION = 2
@@ -20,13 +27,14 @@ COMPRESSION_SOURCES = ("default", "migration", "explicit")
 
 @dataclass(frozen=True)
 class KeySpec:
-    """One user-settable key: dotted name, help, and either a choice list or an integer range."""
+    """One user-settable key: dotted name, help, and a choice list, an integer range or a boolean."""
 
     key: str
     description: str
-    default: str | int
+    default: str | int | bool
     choices: tuple[str, ...] = ()
     int_range: tuple[int, int] | None = None
+    boolean: bool = False
 
     @property
     def section(self) -> str:
@@ -38,16 +46,22 @@ class KeySpec:
 
     def allowed(self) -> str:
         """Human description of the allowed values."""
+        if self.boolean:
+            return "true|false"
         if self.choices:
             return "|".join(self.choices)
         if self.int_range is not None:
             return f"integer {self.int_range[0]}..{self.int_range[1]}"
         return "string"
 
-    def parse(self, raw: str) -> str | int:
+    def parse(self, raw: str) -> str | int | bool:
         """Validate a command-line value; raise UsageError naming the key and the allowed values."""
         if len(raw) > CONFIG_VALUE_MAX_CHARS:
             raise UsageError(f"value for {self.key} exceeds {CONFIG_VALUE_MAX_CHARS} characters")
+        if self.boolean:
+            if raw not in ("true", "false"):
+                raise UsageError(f"invalid value for {self.key}; expected true or false")
+            return raw == "true"
         if self.choices:
             if raw not in self.choices:
                 raise UsageError(f"invalid value for {self.key}; expected one of: {', '.join(self.choices)}")
@@ -69,6 +83,8 @@ class KeySpec:
 
         The value itself is never echoed: config files may hold secrets in the wrong place.
         """
+        if self.boolean:
+            return None if isinstance(value, bool) else f"{self.key} must be true or false"
         if self.choices:
             if isinstance(value, str) and value in self.choices:
                 return None
@@ -95,6 +111,31 @@ KNOWN_KEYS: dict[str, KeySpec] = {
             "Concurrent AUTO workers (default 2, hard cap 3).",
             default=AUTO_WORKERS_DEFAULT,
             int_range=(1, AUTO_WORKERS_MAX),
+        ),
+        # issue 16 (AUTO part 2)
+        KeySpec(
+            "auto.resume_after_reset",
+            "Continue workers stopped by a quota limit, once each, when the window resets (opt-in).",
+            default=False,
+            boolean=True,
+        ),
+        KeySpec(
+            "auto.resume_windows",
+            "How many quota windows per session auto-resume may wait for (default 3).",
+            default=AUTO_RESUME_WINDOWS_DEFAULT,
+            int_range=(1, AUTO_RESUME_WINDOWS_MAX),
+        ),
+        KeySpec(
+            "auto.conserve_threshold",
+            "Remaining % of a quota window at or below which AUTO asks before routing on (default 10).",
+            default=QUOTA_CONSERVE_THRESHOLD_PERCENT,
+            int_range=(1, 100),
+        ),
+        KeySpec(
+            "auto.coordinator",
+            "AUTO lifecycle coordinator: native, or ruflo behind its safe-profile gate (default native).",
+            default="native",
+            choices=("native", "ruflo"),
         ),
     )
 }

@@ -35,7 +35,7 @@ from ivoai.client.config.keys import (
     without_keys,
 )
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
-from ivoai.common.limits import AUTO_WORKERS_MAX, CONFIG_MAX_BYTES
+from ivoai.common.limits import AUTO_RESUME_WINDOWS_MAX, AUTO_WORKERS_MAX, CONFIG_MAX_BYTES
 from ivoai.common.paths import XdgPaths, xdg_paths
 
 
@@ -52,9 +52,13 @@ class CompressionConfig(_Section):
 
 
 class AutoConfig(_Section):
-    """`[auto]`: AUTO worker concurrency."""
+    """`[auto]`: AUTO worker concurrency; auto-resume, conservation and coordinator (issue 16)."""
 
     workers: int | None = pydantic.Field(default=None, ge=1, le=AUTO_WORKERS_MAX)
+    resume_after_reset: bool | None = None
+    resume_windows: int | None = pydantic.Field(default=None, ge=1, le=AUTO_RESUME_WINDOWS_MAX)
+    conserve_threshold: int | None = pydantic.Field(default=None, ge=1, le=100)
+    coordinator: Literal["native", "ruflo"] | None = None
 
 
 class ClientConfig(pydantic.BaseModel):

@@ -123,6 +123,31 @@ class AppServerSession:
                 self.notifications.append(msg)
             # A server request (it has both id and method) is not answered: we announce no capability.
 
+    def wait_notification(self, method: str, match: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The first notification `method` (already received, or the next ones) whose params hold `match`.
+
+        Raises:
+            AppServerError: none before the deadline, or the server died.
+        """
+
+        def fits(note: Mapping[str, Any]) -> bool:
+            params = note.get("params")
+            return (
+                note.get("method") == method
+                and isinstance(params, dict)
+                and all(params.get(k) == v for k, v in (match or {}).items())
+            )
+
+        for note in self.notifications:
+            if fits(note):
+                return note
+        while True:
+            msg = self._read_message()
+            if "method" in msg and "id" not in msg:
+                self.notifications.append(msg)
+                if fits(msg):
+                    return msg
+
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification."""
         doc: dict[str, Any] = {"jsonrpc": "2.0", "method": method}

@@ -192,6 +192,15 @@ class LaunchFuse:
             self._store(doc)
         return until
 
+    def clear(self, vendor: str) -> bool:
+        """Close the vendor's breaker early: a fresh quota read showed the limit is over (issue 16)."""
+        with file_lock(self.root, self.lock):
+            doc = self._load()
+            had = doc["breakers"].pop(vendor, None) is not None
+            if had:
+                self._store(doc)
+        return had
+
     def status(self, now: float | None = None) -> dict[str, Any]:
         """Active launches, launches in the last hour and open breakers (for `monitor`)."""
         now = time.time() if now is None else now

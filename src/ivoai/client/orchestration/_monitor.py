@@ -34,6 +34,13 @@ def session_auto(
             for w in workers
         ],
         "limits": ((state or {}).get("limits") or record_auto.get("limits") or [])[-3:],
+        # issue 16: stalled workers waiting for their window's reset, and what became of them
+        "resume": [
+            {k: w.get(k) for k in ("worker_id", "task_id", "vendor", "state", "resets_at", "continued_by")}
+            for w in (((state or {}).get("resume") or record_auto.get("resume") or {}).get("workers") or [])
+        ],
+        "coordinator": (record_auto.get("coordinator") or {}).get("coordinator"),
+        "incoming": (record_auto.get("incoming") or {}).get("kind"),
     }
 
 

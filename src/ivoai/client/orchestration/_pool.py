@@ -73,6 +73,7 @@ class WorkerEntry:
             "effort": self.spec.effort,
             "tier": self.spec.tier.label,
             "pid": self.control.pid,
+            "pid_start": self.control.pid_start,  # issue 16: `session recover` checks it still runs
             "queued_at": self.queued_at,
             "started_at": self.started_at,
             "ended_at": self.ended_at,

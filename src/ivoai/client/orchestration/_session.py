@@ -24,6 +24,7 @@ import contextlib
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from ivoai.client.governance import (
     Turn,
     estimate_tokens,
 )
+from ivoai.client.orchestration._autoresume import RESUME_PROMPT, AutoResumer, Stalled
 from ivoai.client.orchestration._brief import SharedContextBrief, worker_prefix
 from ivoai.client.orchestration._classify import LimitKind, LimitVerdict
 from ivoai.client.orchestration._errors import OrchestrationUsageError, WorkerNotFoundError
@@ -57,7 +59,7 @@ from ivoai.client.orchestration._runtime import Runtime, RuntimeFacts
 from ivoai.client.orchestration._scheduler import PlanReport, TaskDecision, decide_task, evaluate_plan
 from ivoai.client.orchestration._scoring import Tier
 from ivoai.client.orchestration._settings import AutoSettings
-from ivoai.client.orchestration._state import write_state
+from ivoai.client.orchestration._state import read_state, write_state
 from ivoai.client.orchestration._worker import WorkerIO, WorkerReport
 from ivoai.client.orchestration._worker_spec import KnowledgeAccess, WorkerSpec
 from ivoai.client.workingcontext import ArtifactStore, StoreLimits
@@ -151,6 +153,20 @@ class SessionConfig:
     workers: int = 2
     knowledge: KnowledgeAccess | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # Issue 16: the AUTO chain this primary belongs to (the first session, then each failover's);
+    # checkpoints are kept per chain and artifacts of earlier primaries of the chain stay readable.
+    chain: tuple[str, ...] = ()
+    coordinator: str = "native"  # `ruflo` when the safe-profile gate passed (see _ruflo)
+
+    @property
+    def chain_root(self) -> str:
+        """The chain's first session (the key of its checkpoint)."""
+        return self.chain[0] if self.chain else self.session_id
+
+    @property
+    def owners(self) -> tuple[str, ...]:
+        """Sessions whose artifacts this orchestrator may read: its own first, then the chain's."""
+        return (self.session_id, *(s for s in reversed(self.chain) if s != self.session_id))
 
 
 class OrchestratorSession:
@@ -167,8 +183,10 @@ class OrchestratorSession:
         runtime: Runtime | None = None,
         fuse: LaunchFuse | None = None,
         worker_overrides: Callable[[WorkerSpec], WorkerSpec] | None = None,
+        lifecycle: Any = None,
     ) -> None:
         self.config = config
+        self.lifecycle = lifecycle  # issue 16: Ruflo mirrors worker lifecycles (opaque IDs only)
         self.settings = settings
         self.paths = paths
         self.runtime = runtime or Runtime(settings, paths=paths, env=config.env)
@@ -199,10 +217,30 @@ class OrchestratorSession:
         self.returned: dict[str, Turn] = {}
         self._docs: dict[str, tuple[dict[str, Any], str]] = {}
         self._verified: dict[str, float] = {}  # artifact ID -> when `describe` last found it intact
+        self.last_checkpoint: dict[str, Any] | None = None
+        self.conserved: set[str] = set()  # issue 16: vendors the user chose to spare
+        self.conservation: list[dict[str, Any]] = []
         io = WorkerIO(
             self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
         )
         self.pool = WorkerPool(io, self.fuse, concurrency=config.workers, on_change=self._on_worker_change)
+        self.resumer: AutoResumer | None = None
+        if settings.resume_after_reset:
+            self.resumer = AutoResumer(
+                paths,
+                config.session_id,
+                windows_max=settings.resume_windows,
+                check=self._resume_check,
+                cont=self._continue,
+                on_change=self.persist,
+            )
+            previous = read_state(config.session_id, paths) or {}  # a restarted orchestrator takes over
+            for doc in ((previous.get("resume") or {}).get("workers")) or []:
+                entry = Stalled.from_dict(doc)
+                if entry is not None and entry.state == "waiting_for_reset" and entry.vendor:
+                    self.resumer.add(entry)
+            if self.resumer.entries:
+                self.resumer.tick()  # past their reset already: continue them before serving
         self.persist()
 
     # -- facts ----------------------------------------------------------------------------------
@@ -336,9 +374,39 @@ class OrchestratorSession:
     # -- plan -----------------------------------------------------------------------------------
 
     def check(self, doc: Any) -> PlanReport:
-        """Validate and score without keeping anything (the read-only check tool)."""
+        """Validate and score without keeping anything (the read-only check tool).
+
+        Vendors the user chose to conserve (issue 16) are left out of the profile choice.
+        """
         facts = self.facts()
-        return evaluate_plan(doc, facts.providers, facts.quota.vendors, prefer=self.config.planner)
+        providers = [p for p in facts.providers if p.vendor not in self.conserved]
+        return evaluate_plan(doc, providers, facts.quota.vendors, prefer=self.config.planner)
+
+    def low_windows_for(self, report: PlanReport) -> list[Any]:
+        """Fresh authoritative windows at or below the threshold, of vendors the plan's workers would
+        use and the user was not asked about yet (issue 16: conservation)."""
+        from ivoai.client.orchestration._conserve import low_windows
+
+        vendors = sorted({t.profile.vendor for t in report.tasks if t.delegated and t.profile is not None})
+        asked = {d["vendor"] for d in self.conservation}
+        facts = self.facts()
+        out = []
+        for vendor in vendors:
+            if vendor in asked:
+                continue
+            quota = facts.quota.get(vendor)
+            low = low_windows(quota, self.settings.conserve_threshold, self.settings.quota_cache_seconds)
+            if low:
+                out.append(low[0])
+        return out
+
+    def record_conservation(self, decision: Any) -> None:
+        """Keep the user's keep/conserve answer for the session (conserve: no workers on that vendor)."""
+        with self._lock:
+            self.conservation.append(decision.to_dict())
+            if decision.choice == "conserve":
+                self.conserved.add(decision.window.vendor)
+            self.persist()
 
     def submit_plan(self, doc: Any, approval: str) -> tuple[PlanReport, PlanState]:
         """Keep a valid plan as approved (`approval` says by whom); an invalid one changes nothing.
@@ -363,6 +431,9 @@ class OrchestratorSession:
                 self.tasks = {}
             else:
                 self.plan_state, self.approval = "approved", approval
+                from ivoai.client.orchestration._worktree import head_of
+
+                self.plan_head = head_of(self.config.workdir)  # `session recover` refuses if it moved
                 decisions = {d.id: d for d in report.tasks}
                 self.tasks = {
                     t.id: TaskRun(
@@ -479,6 +550,11 @@ class OrchestratorSession:
             timeout_seconds=self.settings.worker_timeout_seconds,
             max_turns=self.settings.worker_max_turns,
             knowledge=self.config.knowledge,
+            role=run.task.role,  # issue 20: the worker's skills are selected for its role and tier
+            persist=self.settings.resume_after_reset,  # issue 16: a stalled worker can be continued
+            conversation_id=str(uuid.uuid4())
+            if self.settings.resume_after_reset and profile.vendor == "claude"
+            else None,
         )
         if self.worker_overrides is not None:
             spec = self.worker_overrides(spec)
@@ -498,6 +574,11 @@ class OrchestratorSession:
     # -- worker events --------------------------------------------------------------------------
 
     def _on_worker_change(self, entry: WorkerEntry) -> None:
+        if self.lifecycle is not None:
+            if entry.state == "running":
+                self.lifecycle.started(entry.id)
+            elif entry.done:
+                self.lifecycle.ended(entry.id, entry.state)
         with self._lock:
             run = self.tasks.get(entry.spec.task_id)
             if run is None or not run.worker_ids or run.worker_ids[-1] != entry.id:
@@ -509,11 +590,89 @@ class OrchestratorSession:
             elif entry.done:
                 run.ended_at = entry.ended_at
                 run.state = entry.state
+                self._maybe_stalled(entry)
                 if entry.report is not None and self._retry_on_model_limit(run, entry.report):
                     self.persist()
                     return
                 self._release_dependents()
             self.persist()
+
+    # -- auto-resume after reset (issue 16) ---------------------------------------------------------
+
+    def _maybe_stalled(self, entry: WorkerEntry) -> None:
+        """A worker a confirmed hard limit stopped, with a kept conversation, waits for the reset."""
+        report = entry.report
+        if (
+            self.resumer is None
+            or report is None
+            or report.limit is None
+            or report.limit.kind is not LimitKind.HARD_LIMIT
+            or not report.limit.confirmed
+            or not report.conversation_id
+        ):
+            return
+        resets = report.limit.resets_at
+        if resets is None:
+            hard = self.ledger.view().get(entry.spec.vendor).hard_limit
+            resets = hard.resets_at if hard is not None else None
+        self.resumer.add(
+            Stalled(
+                worker_id=entry.id,
+                task_id=entry.spec.task_id,
+                vendor=entry.spec.vendor,
+                model=entry.spec.model,
+                effort=entry.spec.effort,
+                tier=entry.spec.tier.label,
+                conversation=report.conversation_id,
+                resets_at=resets,
+                since=time.time(),
+            )
+        )
+
+    def _resume_check(self, vendor: str) -> tuple[bool, float | None]:
+        """Quota first: (free now?, the new reset when not). A free vendor's breaker is closed."""
+        if vendor == "claude":
+            from ivoai.client.orchestration._limitprobe import claude_quota_now
+
+            quota = claude_quota_now(self.config.env)
+        else:
+            quota = self._reprobe(vendor)
+        hard = quota.hard_limit if quota is not None else None
+        if hard is not None and hard.confirmed:
+            return False, hard.resets_at
+        with contextlib.suppress(IvoaiError, OSError):
+            self.fuse.clear(vendor)
+        return True, None
+
+    def _continue(self, stalled: Stalled) -> str:
+        """Start the continuation of a stalled worker in its own conversation; its worker ID."""
+        spec = WorkerSpec(
+            session_id=self.config.session_id,
+            task_id=stalled.task_id,
+            worker_id=random_id("wrk", 8),
+            vendor=stalled.vendor,
+            model=stalled.model,
+            effort=stalled.effort,
+            tier=Tier.parse(stalled.tier),
+            prompt=RESUME_PROMPT,
+            workdir=self.config.workdir,
+            timeout_seconds=self.settings.worker_timeout_seconds,
+            max_turns=self.settings.worker_max_turns,
+            knowledge=self.config.knowledge,
+            persist=True,
+            conversation_id=stalled.conversation if stalled.vendor == "claude" else None,
+            resume_conversation=stalled.conversation,
+        )
+        if self.worker_overrides is not None:
+            spec = self.worker_overrides(spec)
+        with self._lock:
+            run = self.tasks.get(stalled.task_id)
+            if run is not None:
+                run.worker_ids.append(spec.worker_id)
+                run.state = "queued"
+                run.started_at, run.ended_at = None, None
+            self.pool.submit(spec)
+        return spec.worker_id
 
     def _retry_on_model_limit(self, run: TaskRun, report: WorkerReport) -> bool:
         """A model-scoped limit: run the task once more on a cheaper model of the same vendor."""
@@ -742,13 +901,73 @@ class OrchestratorSession:
 
     # -- artifacts ------------------------------------------------------------------------------
 
+    def _owner(self, ref: str) -> str:
+        """The chain session that owns `ref` (its own when none does: the store then refuses)."""
+        try:
+            owner = self.store.describe(ref).session_id
+        except IvoaiError:
+            return self.config.session_id
+        return owner if owner in self.config.owners else self.config.session_id
+
     def artifact_read(self, ref: str) -> tuple[Any, bytes]:
-        """The exact bytes of one of this session's artifacts (ownership, TTL, size, digest checked)."""
-        return self.store.read(ref, session_id=self.config.session_id)
+        """The exact bytes of one of this chain's artifacts (ownership, TTL, size, digest checked)."""
+        return self.store.read(ref, session_id=self._owner(ref))
 
     def artifact_read_range(self, ref: str, offset: int, length: int) -> Any:
-        """Up to 1 MiB of one of this session's artifacts, integrity checked."""
-        return self.store.read_range(ref, session_id=self.config.session_id, offset=offset, length=length)
+        """Up to 1 MiB of one of this chain's artifacts, integrity checked."""
+        return self.store.read_range(ref, session_id=self._owner(ref), offset=offset, length=length)
+
+    # -- checkpoint (issue 16) ------------------------------------------------------------------
+
+    def checkpoint(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and store the primary's checkpoint (refs must be this chain's artifacts).
+
+        Raises:
+            CheckpointRefusedError: control bytes, secret-shaped text, size, or a ref that is not an
+                artifact of this chain.
+        """
+        from ivoai.client.orchestration._checkpoint import (
+            CheckpointRefusedError,
+            parse_body,
+            write_checkpoint,
+        )
+        from ivoai.client.orchestration._worktree import summarize_worktree
+
+        body = parse_body(args)
+        for i, ref in enumerate(body.refs):
+            try:
+                owner = self.store.describe(ref).session_id
+            except IvoaiError:
+                owner = None
+            if owner not in self.config.owners:
+                raise CheckpointRefusedError(
+                    f"checkpoint.refs[{i}]: {ref} is not an artifact of this session; refs name evidence "
+                    "ivoai stored (orchestration_result lists them)"
+                )
+        tree = summarize_worktree(self.config.workdir)
+        worktree = None
+        if tree.git:
+            worktree = {"branch": tree.branch, "head": tree.head, "changed": list(tree.changed_names)}
+        cp = write_checkpoint(
+            self.config.chain_root,
+            body,
+            source="primary",
+            session_id=self.config.session_id,
+            vendor=self.config.planner,
+            worktree=worktree,
+            paths=self.paths,
+        )
+        with self._lock:
+            self.last_checkpoint = {"seq": cp.seq, "written_at": cp.written_at, "source": cp.source}
+            self.persist()
+        return {
+            "chain": cp.chain,
+            "seq": cp.seq,
+            "written_at": cp.written_at,
+            "head": tree.head,
+            "next": "Checkpoint kept. A failover or `ivoai session resume|handoff|recover` starts from it; "
+            "write a new one after each milestone.",
+        }
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -775,6 +994,7 @@ class OrchestratorSession:
                 "version": self.plan_version,
                 "state": self.plan_state,
                 "approval": self.approval,
+                "head": getattr(self, "plan_head", None),
                 "tasks": [t.metadata() for t in self.tasks.values()],
             },
             "workers": [
@@ -782,10 +1002,16 @@ class OrchestratorSession:
                 | {
                     "status": e.report.status.value if e.report else None,
                     "models_ran": e.report.models_ran if e.report else [],
+                    "skills": e.report.skills if e.report else [],  # issue 20: names only
                 }
                 for e in entries
             ],
             "limits": list(self.limits),
+            "chain": list(self.config.chain) or [self.config.session_id],
+            "coordinator": self.config.coordinator,
+            "checkpoint": getattr(self, "last_checkpoint", None),
+            "resume": self._resume_metadata(),
+            "conservation": list(getattr(self, "conservation", [])),
             "metrics": {
                 **self.metrics.to_dict(),
                 "workers": {
@@ -798,6 +1024,10 @@ class OrchestratorSession:
             },
         }
 
+    def _resume_metadata(self) -> dict[str, Any] | None:
+        resumer: AutoResumer | None = getattr(self, "resumer", None)
+        return resumer.metadata() if resumer is not None else None
+
     def persist(self) -> None:
         """Publish the metadata file; a failure never stops the session."""
         with contextlib.suppress(IvoaiError, OSError):
@@ -805,7 +1035,11 @@ class OrchestratorSession:
 
     def close(self) -> None:
         """End the session: cancel every worker (their groups are reaped), write the final metadata."""
+        if self.resumer is not None:
+            self.resumer.stop()
         self.pool.close()
+        if self.lifecycle is not None:
+            self.lifecycle.close()
         self.persist()
 
 

@@ -3,6 +3,9 @@
 Keys: `auto.workers` (1-3, default 2: concurrent workers per session), `auto.quota_cache_seconds`
 (30-300, default 45), and the table `[auto.model_tiers]` (`"codex:MODEL" = "light|balanced|strong|
 max"`), which assigns a capability tier to a model the reviewed table does not know or overrides it.
+Issue 16: `auto.resume_after_reset` (boolean, default false), `auto.resume_windows` (1-10, default
+3), `auto.conserve_threshold` (1-100, default 10: remaining % at or below which AUTO asks before
+routing on) and `auto.coordinator` (`native` or `ruflo`, default `native`).
 An invalid value is an error naming the key; a missing file or table gives the defaults.
 """
 
@@ -15,6 +18,8 @@ from typing import Any
 from ivoai.client.orchestration._scoring import Tier
 from ivoai.common.errors import ValidationError
 from ivoai.common.limits import (
+    AUTO_RESUME_WINDOWS_DEFAULT,
+    AUTO_RESUME_WINDOWS_MAX,
     AUTO_WORKER_TIMEOUT_DEFAULT_SECONDS,
     AUTO_WORKER_TURNS_DEFAULT,
     AUTO_WORKERS_DEFAULT,
@@ -22,6 +27,7 @@ from ivoai.common.limits import (
     QUOTA_CACHE_DEFAULT_SECONDS,
     QUOTA_CACHE_MAX_SECONDS,
     QUOTA_CACHE_MIN_SECONDS,
+    QUOTA_CONSERVE_THRESHOLD_PERCENT,
 )
 from ivoai.common.paths import XdgPaths
 
@@ -35,6 +41,10 @@ class AutoSettings:
     model_tiers: Mapping[str, Tier] = field(default_factory=dict)
     worker_timeout_seconds: int = AUTO_WORKER_TIMEOUT_DEFAULT_SECONDS
     worker_max_turns: int = AUTO_WORKER_TURNS_DEFAULT
+    resume_after_reset: bool = False
+    resume_windows: int = AUTO_RESUME_WINDOWS_DEFAULT
+    conserve_threshold: int = QUOTA_CONSERVE_THRESHOLD_PERCENT
+    coordinator: str = "native"
 
 
 def _int(table: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
@@ -42,6 +52,20 @@ def _int(table: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> 
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ValidationError(f"config auto.{key} must be an integer {lo}..{hi}")
     return value
+
+
+def _bool(table: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ValidationError(f"config auto.{key} must be true or false")
+    return value
+
+
+def _choice(table: Mapping[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
+    value = table.get(key, default)
+    if value not in choices:
+        raise ValidationError(f"config auto.{key} must be one of: {', '.join(choices)}")
+    return str(value)
 
 
 def settings_from_doc(doc: Mapping[str, Any]) -> AutoSettings:
@@ -77,6 +101,10 @@ def settings_from_doc(doc: Mapping[str, Any]) -> AutoSettings:
             QUOTA_CACHE_MAX_SECONDS,
         ),
         model_tiers=tiers,
+        resume_after_reset=_bool(table, "resume_after_reset", False),
+        resume_windows=_int(table, "resume_windows", AUTO_RESUME_WINDOWS_DEFAULT, 1, AUTO_RESUME_WINDOWS_MAX),
+        conserve_threshold=_int(table, "conserve_threshold", QUOTA_CONSERVE_THRESHOLD_PERCENT, 1, 100),
+        coordinator=_choice(table, "coordinator", "native", ("native", "ruflo")),
     )
 
 

@@ -120,6 +120,22 @@ class ReadArgs(BaseModel):
     ref: Annotated[str, StringConstraints(max_length=64)]
 
 
+class CheckpointArgs(BaseModel):
+    """Shape only; `_checkpoint.parse_body` validates text (control bytes, secrets) and limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    objective: str
+    decisions: list[str] = Field(default_factory=list)
+    completed: list[str] = Field(default_factory=list)
+    changed_files: list[str] = Field(default_factory=list)
+    checks: list[str] = Field(default_factory=list)
+    outstanding: list[str] = Field(default_factory=list)
+    blockers: list[str] = Field(default_factory=list)
+    next_step: str = ""
+    uncertain_effects: list[str] = Field(default_factory=list)
+    refs: list[str] = Field(default_factory=list)
+
+
 class ReadRangeArgs(BaseModel):
     model_config = _ARGS
     ref: Annotated[str, StringConstraints(max_length=64)]
@@ -147,6 +163,7 @@ class ToolDef:
     args: type[BaseModel]
     read_only: bool
     handler: Handler
+    preapproved: bool = False  # not read-only, but writes only ivoai's private state (no prompt)
 
 
 _REGISTRY: dict[str, ToolDef] = {}
@@ -242,14 +259,72 @@ async def _plan_check(call: ToolCall, a: PlanArgs) -> dict[str, Any]:
     return dict(report.to_dict())
 
 
+async def _conserve(call: ToolCall, report: Any) -> list[str]:
+    """Issue 16: ask about each low window the plan's workers would draw on (keep / conserve).
+
+    Asked through MCP elicitation; with `--yes` or a client without elicitation the safe default
+    (keep: nothing switched) applies, and the answer says so. Returns the notes for the answer.
+    """
+    from ivoai.client.orchestration._conserve import Choice, Decision
+
+    notes = []
+    for window in await _thread(lambda: call.session.low_windows_for(report)):
+        choice: Choice = "keep"
+        asked = "no_elicitation"
+        if call.session.config.approve:
+            asked = "yes_flag"
+        else:
+            session = getattr(call.ctx, "session", None)
+            try:
+                import mcp.types as t
+
+                if session is not None and session.check_client_capability(
+                    t.ClientCapabilities(elicitation=t.ElicitationCapability())
+                ):
+                    schema = {
+                        "type": "object",
+                        "properties": {
+                            "conserve": {"type": "boolean", "title": f"Conserve {window.vendor}"}
+                        },
+                        "required": ["conserve"],
+                    }
+                    question = (
+                        f"ivoai auto: {window.describe()}. Conserve it (its workers move to another "
+                        "client or stay with you), or keep routing workers to it?"
+                    )
+                    answer = await session.elicit_form(
+                        question, schema, related_request_id=call.ctx.request_id
+                    )
+                    asked = "elicitation"
+                    wants = (answer.content or {}).get("conserve") is True
+                    choice = "conserve" if answer.action == "accept" and wants else "keep"
+            except Exception:  # noqa: BLE001 - a client that fails elicitation gets the safe default
+                asked = "no_elicitation"
+        how = {
+            "elicitation": "you chose to " + choice,
+            "yes_flag": "--yes: the safe default (keep) applies, nothing was switched",
+            "no_elicitation": "the client cannot ask you: the safe default (keep) applies, "
+            "nothing was switched",
+        }[asked]
+        decision = Decision(window, choice, asked, f"conservation: {window.describe()}; {how}")
+        call.session.record_conservation(decision)
+        notes.append(decision.note)
+    return notes
+
+
 async def _plan(call: ToolCall, a: PlanArgs) -> dict[str, Any]:
     report = await _thread(lambda: call.session.check(a.plan))
     if not report.valid:
         return {**report.to_dict(), "plan_state": call.session.plan_state}
+    conservation = await _conserve(call, report)
+    if call.session.conserved:
+        report = await _thread(lambda: call.session.check(a.plan))
     approval = await _approval(call, report)
     report, state = await _thread(lambda: call.session.submit_plan(a.plan, approval))
     doc = report.to_dict()
     doc.update(plan_state=state, approval=approval)
+    if conservation:
+        doc["conservation"] = conservation
     doc["next"] = (
         "Spawn delegated tasks with orchestration_spawn_batch (dependencies are respected), do the tasks the "
         "primary keeps, then orchestration_wait and orchestration_result."
@@ -282,6 +357,10 @@ async def _escalate(call: ToolCall, a: EscalateArgs) -> dict[str, Any]:
 
 async def _cancel(call: ToolCall, a: TargetArgs) -> dict[str, Any]:
     return await _thread(lambda: call.session.cancel(a.worker_id, a.task_id))
+
+
+async def _checkpoint(call: ToolCall, a: CheckpointArgs) -> dict[str, Any]:
+    return await _thread(lambda: call.session.checkpoint(a.model_dump()))
 
 
 async def _read(call: ToolCall, a: ReadArgs) -> dict[str, Any]:
@@ -388,6 +467,17 @@ for _tool in (
         _cancel,
     ),
     ToolDef(
+        "orchestration_checkpoint",
+        "Record where the work stands (issue 16): objective, decisions, completed work, changed file "
+        "names, checks, outstanding work, blockers, next step, writes whose outcome is uncertain, and "
+        "refs to artifacts. <= 32 KiB; no secrets, no terminal control bytes, no transcript. A failover "
+        "to the other client and `ivoai session resume|handoff|recover` start from the last checkpoint.",
+        CheckpointArgs,
+        False,
+        _checkpoint,
+        preapproved=True,
+    ),
+    ToolDef(
         "orchestration_artifact_read",
         "Exact bytes of one of this session's artifacts (<= 1 MiB; ownership, TTL, size and digest checked), "
         "as the text content; its metadata as structured content.",
@@ -481,8 +571,9 @@ async def serve_stdio(session: OrchestratorSession) -> None:
 
 
 def read_only_tools() -> list[str]:
-    """Tools a client may run without asking (reads); the rest keep the client's approval prompt."""
-    return [d.name for d in tools() if d.read_only]
+    """Tools a client may run without asking: reads, and the checkpoint (it writes only ivoai's
+    private state); the rest keep the client's approval prompt."""
+    return [d.name for d in tools() if d.read_only or d.preapproved]
 
 
 def run(session: OrchestratorSession) -> None:

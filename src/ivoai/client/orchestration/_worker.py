@@ -108,6 +108,8 @@ class WorkerReport:
     limit: LimitVerdict | None = None
     projection: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    conversation_id: str | None = None  # the kept vendor conversation (auto-resume), when there is one
+    skills: list[str] = field(default_factory=list)  # issue 20: the skills attached (names)
 
     @property
     def status(self) -> WorkerStatus:
@@ -139,6 +141,7 @@ class WorkerReport:
             "limit": None if self.limit is None else self.limit.to_dict(),
             "projection": self.projection,
             "warnings": self.warnings,
+            "skills": self.skills,
         }
         return _fit(doc)
 
@@ -166,6 +169,7 @@ class WorkerControl:
 
     cancel: threading.Event = field(default_factory=threading.Event)
     pid: int | None = None
+    pid_start: str | None = None  # the worker's kernel start marker (issue 16: recover checks it)
     on_spawn: Callable[[int], None] | None = None
 
 
@@ -309,27 +313,56 @@ def run_worker(spec: WorkerSpec, io: WorkerIO, control: WorkerControl) -> Worker
         shutil.rmtree(spool, ignore_errors=True)  # it held the MCP file with the knowledge token
 
 
-def _launch(spec: WorkerSpec, io: WorkerIO, spool: Path) -> tuple[list[str], dict[str, str], Path]:
+def worker_skills(spec: WorkerSpec, spool: Path) -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
+    """(client arguments, skill names, warning) for the skills selected for this worker (issue 20).
+
+    Only a worker with a role gets skills; an empty registry attaches nothing. A registry that
+    cannot be read, or a stored skill that fails verification, attaches nothing (fail closed) and
+    is reported as a warning; the worker still runs.
+    """
+    if spec.role is None:
+        return (), (), None
+    from ivoai.client.skills.attach import worker_attachment
+    from ivoai.client.skills.select import select_for_worker
+
+    capabilities = ["read", "search", *(["mcp", "memory", "context"] if spec.knowledge is not None else [])]
+    try:
+        resolution = select_for_worker(spec.role, spec.tier.name, spec.vendor, capabilities)
+        if not resolution.selected:
+            return (), (), None
+        attachment = worker_attachment(spec.vendor, resolution, str(spool / "skills"))
+    except (IvoaiError, OSError) as exc:
+        return (), (), f"skills not attached ({getattr(exc, 'message', None) or exc})"
+    return attachment.args, attachment.skills, None
+
+
+def _launch(
+    spec: WorkerSpec, io: WorkerIO, spool: Path
+) -> tuple[list[str], dict[str, str], Path, tuple[str, ...], str | None]:
     found = discover(spec.vendor, io.env)
     if found is None:
         raise IvoaiError(f"{spec.vendor} is not installed", code="executor_not_found")
     last = spool / "last_message.txt"
+    skill_args, skills, warning = worker_skills(spec, spool)
     if spec.vendor == "codex":
         schema = spool / "schema.json"
         _write_private(schema, json.dumps(RESULT_SCHEMA).encode())
-        argv = codex_argv(spec, found[0], str(last), str(schema))
+        argv = codex_argv(spec, found[0], str(last), str(schema), skill_args)
     else:
         mcp = spool / "mcp.json"
         _write_private(mcp, json.dumps(claude_mcp_config(spec)).encode())
-        argv = claude_argv(spec, found[0], str(mcp))
-    return argv, worker_env(io.env, spec), last
+        argv = claude_argv(spec, found[0], str(mcp), skill_args)
+    return argv, worker_env(io.env, spec), last, skills, warning
 
 
 def _run(spec: WorkerSpec, io: WorkerIO, control: WorkerControl, spool: Path, started: float) -> WorkerReport:
     state = EventState(spec.vendor)
     before = git_tree_state(spec.workdir)
     try:
-        argv, env, last = _launch(spec, io, spool)
+        argv, env, last, skills, skill_warning = _launch(spec, io, spool)
+        if skill_warning is not None:
+            state.warnings.append(skill_warning)
+        state.skills = list(skills)
         proc = subprocess.Popen(
             argv,
             cwd=spec.workdir,
@@ -346,6 +379,9 @@ def _run(spec: WorkerSpec, io: WorkerIO, control: WorkerControl, spool: Path, st
             spec, io, state, started, None, "spawn_failed", before, before, b"", f"could not start: {message}"
         )
     control.pid = proc.pid
+    from ivoai.client.sessions.procinfo import start_marker
+
+    control.pid_start = start_marker(proc.pid)
     if control.on_spawn is not None:
         control.on_spawn(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -508,7 +544,18 @@ def _report(
         limit=limit,
         projection=projection,
         warnings=[w[:WORKER_ERROR_MAX_CHARS] for w in warnings[:16]],
+        conversation_id=_conversation(spec, state),
+        skills=list(state.skills),
     )
+
+
+def _conversation(spec: WorkerSpec, state: EventState) -> str | None:
+    """The worker's kept conversation: Codex's thread, Claude's chosen session (persisted runs only)."""
+    if spec.resume_conversation is not None:
+        return spec.resume_conversation
+    if not spec.persist:
+        return None
+    return state.thread_id if spec.vendor == "codex" else spec.conversation_id
 
 
 def _tree_violations(

@@ -45,6 +45,7 @@ class EventState:
     cost_usd: float | None = None
     models: list[str] = field(default_factory=list)
     thread_id: str | None = None
+    skills: list[str] = field(default_factory=list)  # attached at launch (issue 20), for the report
     file_changes: list[str] = field(default_factory=list)
     permission_denials: int = 0
     limit_signals: list[LimitSignal] = field(default_factory=list)

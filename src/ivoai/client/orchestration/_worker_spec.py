@@ -20,8 +20,23 @@ own variables except the knowledge token the worker needs. ivoai never sets a mo
 a key for a client; `extra_args`/`extra_env` exist for tests that point the real clients at a
 scripted model service on loopback, and nothing in ivoai's runtime sets them.
 
-Skills (issue 20 selects them per role and tier): `skill_dirs` are given to the worker read-only
-(Claude `--add-dir`; Codex's read-only sandbox reads anywhere) and named in the prompt prefix.
+Skills (issue 20): a worker with a `role` gets exactly the skills the resolver and policy select
+for its role, tier, client and capabilities (`skills.select.select_for_worker`), attached through
+the client's own process-local mechanism (`skills.attach.worker_attachment`: a session-only Claude
+plugin `--plugin-dir`, or Codex's developer instruction listing each copied `SKILL.md`); only the
+selected skills are copied, into the worker's private spool, removed after the run. The session's
+shared prompt prefix carries no per-worker skill list: it is byte-stable for every worker of the
+session. An empty registry changes nothing. `skill_dirs` (`--add-dir`, read-only) remains for
+directories given explicitly.
+
+Auto-resume (issue 16, `auto.resume_after_reset = true`): a worker then keeps its vendor
+conversation (`persist`: Codex without `--ephemeral`, its thread ID read from `thread.started`;
+Claude without `--no-session-persistence`, with an ivoai-chosen `--session-id`), so that one a
+confirmed limit stopped can be continued once after the reset (`resume_conversation`):
+`codex exec resume THREAD --json ... -c sandbox_mode="read-only" -` (that subcommand has no
+`--sandbox` nor `-C`: the sandbox is set through its config key and the work tree is the cwd) or
+`claude -p --resume SESSION ...` with the same read-only tool set. Checked with `--help` of codex
+0.171.0 and claude 2.1.197 (a test re-checks them against the installed binaries).
 """
 
 from __future__ import annotations
@@ -106,23 +121,28 @@ class WorkerSpec:
     max_event_bytes: int = AUTO_WORKER_EVENTS_MAX_BYTES
     knowledge: KnowledgeAccess | None = None
     skill_dirs: tuple[str, ...] = ()
+    role: str | None = None  # the task's role: issue 20 selects the worker's skills by role and tier
+    persist: bool = False  # keep the vendor conversation (auto-resume after a reset)
+    conversation_id: str | None = None  # Claude: the --session-id ivoai chose (with persist)
+    resume_conversation: str | None = None  # continue this conversation instead of starting one
     extra_args: tuple[str, ...] = ()
     extra_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-def codex_argv(spec: WorkerSpec, binary: str, last_message: str, schema: str) -> list[str]:
-    """`codex exec` for one read-only worker (prompt on stdin)."""
+def codex_argv(
+    spec: WorkerSpec, binary: str, last_message: str, schema: str, skill_args: tuple[str, ...] = ()
+) -> list[str]:
+    """`codex exec` (or `codex exec resume THREAD`) for one read-only worker (prompt on stdin)."""
+    if spec.resume_conversation is not None:
+        head = ["exec", "resume", spec.resume_conversation, "--json", "-c", 'sandbox_mode="read-only"']
+    else:
+        head = ["exec", "--json", *([] if spec.persist else ["--ephemeral"]), "--sandbox", "read-only"]
+        head += ["-C", spec.workdir]
     argv = [
         binary,
-        "exec",
-        "--json",
-        "--ephemeral",
-        "--sandbox",
-        "read-only",
+        *head,
         "--skip-git-repo-check",
         "--ignore-user-config",
-        "-C",
-        spec.workdir,
         "-o",
         last_message,
         "--output-schema",
@@ -138,7 +158,7 @@ def codex_argv(spec: WorkerSpec, binary: str, last_message: str, schema: str) ->
             spec.knowledge.url, tools, name=KNOWLEDGE_SERVER, token_env=KNOWLEDGE_TOKEN_ENV
         )
         argv += ["-c", f"mcp_servers.{KNOWLEDGE_SERVER}.enabled_tools={json.dumps(tools)}"]
-    return [*argv, *spec.extra_args, "-"]
+    return [*argv, *skill_args, *spec.extra_args, "-"]
 
 
 def claude_mcp_config(spec: WorkerSpec) -> dict[str, Any]:
@@ -156,20 +176,30 @@ def claude_mcp_config(spec: WorkerSpec) -> dict[str, Any]:
     }
 
 
-def claude_argv(spec: WorkerSpec, binary: str, mcp_config: str) -> list[str]:
+def claude_argv(
+    spec: WorkerSpec, binary: str, mcp_config: str, skill_args: tuple[str, ...] = ()
+) -> list[str]:
     """`claude -p` for one read-only worker (prompt on stdin)."""
+    if spec.resume_conversation is not None:
+        session = ["--resume", spec.resume_conversation]
+    elif spec.persist and spec.conversation_id:
+        session = ["--session-id", spec.conversation_id]
+    else:
+        session = ["--no-session-persistence"]
     argv = [
         binary,
         "-p",
         "--output-format",
         "stream-json",
         "--verbose",
-        "--no-session-persistence",
+        *session,
         "--strict-mcp-config",
         "--mcp-config",
         mcp_config,
         "--tools",
-        CLAUDE_READ_TOOLS,
+        # Claude offers attached skills through its Skill tool (it loads a SKILL.md: a read); a
+        # worker without skills keeps the three read tools only.
+        f"{CLAUDE_READ_TOOLS},Skill" if skill_args else CLAUDE_READ_TOOLS,
         "--disallowedTools",
         CLAUDE_DENIED_TOOLS,
         "--permission-mode",
@@ -186,7 +216,7 @@ def claude_argv(spec: WorkerSpec, binary: str, mcp_config: str) -> list[str]:
         argv += ["--allowedTools", allowed]
     for directory in spec.skill_dirs:
         argv += ["--add-dir", directory]
-    return [*argv, *spec.extra_args]
+    return [*argv, *skill_args, *spec.extra_args]
 
 
 def worker_env(parent: Mapping[str, str], spec: WorkerSpec) -> dict[str, str]:

@@ -70,11 +70,17 @@ def build_session(doc: dict[str, Any]) -> Any:
         workers=int(doc.get("workers", 2)),
         knowledge=knowledge,
         env=env,
+        chain=tuple(check_session_id(str(x)) for x in (doc.get("chain") or [])[:8]),
+        coordinator="ruflo" if doc.get("coordinator") == "ruflo" else "native",
     )
     from ivoai.common.fsio import ensure_private_dir
 
     spool = ensure_private_dir(paths.state, paths.state / "run" / config.session_id / "workers")
-    return OrchestratorSession(config, load_settings(paths), paths=paths, spool_root=spool)
+    from ivoai.client.orchestration._ruflo import RufloLifecycle
+
+    lifecycle = RufloLifecycle.from_runtime(doc, env)
+    settings = load_settings(paths)
+    return OrchestratorSession(config, settings, paths=paths, spool_root=spool, lifecycle=lifecycle)
 
 
 def main(argv: list[str] | None = None) -> int:
