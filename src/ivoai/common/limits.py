@@ -204,3 +204,23 @@ HTTP_HANDLER_TIMEOUT_SECONDS = 120.0  # a non-streaming request (enroll, hooks, 
 HTTP_MAX_CONCURRENCY = 1000  # connections + tasks before uvicorn answers 503
 HOOK_BATCH_MAX_EVENTS = 500
 SERVICE_RETRY_SECONDS = 30.0  # how often a failed service (memory, context) is re-opened on demand
+
+# --- Instant-on indexing (issue 14): two-phase ingest, vector cache, lexical-only files ---
+CONTEXT_LEXICAL_BATCH_CHUNKS = 512  # phase 1: chunks written (sparse only) per catalog commit
+CONTEXT_DENSE_BATCH_CHUNKS = 16  # phase 2: chunks per embedder call and commit (one foreground yield)
+CONTEXT_VECTOR_CACHE_MAX_ENTRIES = 200_000  # content-hash vector cache (~1.6 KB each; LRU beyond)
+CONTEXT_LONG_LINE_CHARS = 1000  # a line this long is machine-made (minified, data, base64)
+CONTEXT_LONG_LINE_SHARE = 0.5  # ... when such lines hold more than this share of the text
+CONTEXT_MIN_WHITESPACE_SHARE = 0.03  # below this share of whitespace a text is data, not prose or code
+CONTEXT_SHAPE_CHECK_MIN_CHARS = 2048  # shorter texts are never judged machine-made by shape
+CONTEXT_LEXICAL_ONLY_RANK_FACTOR = 0.5  # lockfiles and generated text rank below hand-written text
+CONTEXT_PROJECT_DOC_RANK_FACTOR = 1.5  # README / docs for questions about the project as a whole
+CONTEXT_EMBED_YIELD_MAX_SECONDS = 1.0  # background embedding waits at most this for searches to end
+CONTEXT_BACKGROUND_POLL_SECONDS = 5.0  # a gateway looks for unembedded chunks/pages this often
+CONTEXT_BACKGROUND_RETRY_SECONDS = 30.0  # after a failed background batch (embedder or index down)
+CONTEXT_EMBED_WORKER_NICE = 19  # the gateway's embedding process runs at the lowest CPU priority
+CONTEXT_EMBED_WORKER_TIMEOUT_SECONDS = 600.0  # one batch in the embedding process (shared slow cores)
+CONTEXT_EMBED_WORKER_MAX_BYTES = 64 * MIB  # one message to or from the embedding process
+ADMIN_SOCKET_REQUEST_TIMEOUT_SECONDS = 120.0  # the CLI's calls to a running gateway's admin socket
+ADMIN_SOCKET_BODY_MAX_BYTES = 64 * KIB  # admin requests are a query or a connector name
+INGEST_PROGRESS_LINE_SECONDS = 5.0  # plain progress lines (no terminal) at most this often
