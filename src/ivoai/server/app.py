@@ -132,6 +132,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        admin: Any = None  # the local admin socket, when `background` runs
         async with (
             context_mount.manager.run(),
             memory_mount.manager.run(),
@@ -146,7 +147,8 @@ def create_app(
                 yield
             finally:
                 tg.cancel_scope.cancel()
-                await anyio.to_thread.run_sync(stop_local_admin, admin, work)
+        # outside the cancelled task group, and before the services close under the background work
+        await anyio.to_thread.run_sync(stop_local_admin, admin, work)
         await anyio.to_thread.run_sync(hub.close)
 
     starlette = Starlette(routes=routes, lifespan=lifespan)

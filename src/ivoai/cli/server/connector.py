@@ -114,12 +114,16 @@ def progress_bar(enabled: bool) -> AbstractContextManager[Callable[[IngestProgre
     return ingest_progress(enabled)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that the run records what it kept before exiting."""
+
+
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM ends the command like Ctrl-C: the run records `interrupted` and says what it kept."""
 
     def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise _Terminated
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
@@ -148,9 +152,9 @@ def ingest_command(
         try:
             with _sigterm_interrupts(), progress_bar(not json_out) as progress:
                 report = ops.ingest(connector, progress, embed=not lexical_only)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             info(interrupted_message(ops))
-            raise typer.Exit(130) from None
+            raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
     if json_out:
         print_json(report.model_dump(mode="json"))
     else:

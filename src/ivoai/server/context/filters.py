@@ -20,6 +20,7 @@ from ivoai.common.limits import (
     CONTEXT_BINARY_SNIFF_BYTES,
     CONTEXT_LONG_LINE_CHARS,
     CONTEXT_LONG_LINE_SHARE,
+    CONTEXT_LONG_LINE_SPACE_SHARE,
     CONTEXT_MIN_WHITESPACE_SHARE,
     CONTEXT_SHAPE_CHECK_MIN_CHARS,
 )
@@ -233,10 +234,22 @@ def lexical_only_reason(rel_path: str, text: str) -> str | None:
         return "generated (marked in its header)"
     if len(text) < CONTEXT_SHAPE_CHECK_MIN_CHARS:
         return None
-    long_chars = sum(len(line) for line in text.split("\n") if len(line) >= CONTEXT_LONG_LINE_CHARS)
-    if long_chars > CONTEXT_LONG_LINE_SHARE * len(text):
+    long_lines = [line for line in text.split("\n") if len(line) >= CONTEXT_LONG_LINE_CHARS]
+    long_chars = sum(len(line) for line in long_lines)
+    # prose written one paragraph per line has long lines too, but ~15% of it is spaces
+    if (
+        long_chars > CONTEXT_LONG_LINE_SHARE * len(text)
+        and _space_share(long_lines) < CONTEXT_LONG_LINE_SPACE_SHARE
+    ):
         return "very long lines (minified or data)"
-    spaces = len(text) - sum(len(word) for word in text.split())  # str.split runs in C
-    if spaces < CONTEXT_MIN_WHITESPACE_SHARE * len(text):
+    if _space_share([text]) < CONTEXT_MIN_WHITESPACE_SHARE:
         return "almost no whitespace (minified, encoded or data)"
     return None
+
+
+def _space_share(parts: list[str]) -> float:
+    total = sum(len(p) for p in parts)
+    if not total:
+        return 1.0
+    letters = sum(len(word) for p in parts for word in p.split())  # str.split runs in C
+    return (total - letters) / total

@@ -20,6 +20,7 @@ Routes (JSON; errors are `{"error": code, "message": ..., "exit_code": n}`):
                                             is the background worker's (woken at once)
     GET  /v1/context/ingest/{job}           {state, progress, report, error}
     GET  /v1/context/coverage?connector=N   Coverage
+    POST /v1/background/wake                look for unembedded chunks and memory pages now
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ class AdminSocket:
                 Route("/v1/context/ingest", _handler(self._ingest), methods=["POST"]),
                 Route("/v1/context/ingest/{job}", _handler(self._job), methods=["GET"]),
                 Route("/v1/context/coverage", _handler(self._coverage), methods=["GET"]),
+                Route("/v1/background/wake", _handler(self._wake), methods=["POST"]),
             ]
         )
 
@@ -266,6 +268,11 @@ class AdminSocket:
         if job is None:
             return _error(404, "not_found", "no such ingest job (the server was restarted?)", 1)
         return JSONResponse(asdict(job))
+
+    async def _wake(self, request: Request) -> Response:
+        if self.background is not None:
+            self.background.wake()
+        return JSONResponse({"woken": self.background is not None})
 
     async def _coverage(self, request: Request) -> Response:
         connector = request.query_params.get("connector") or None

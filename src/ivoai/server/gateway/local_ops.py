@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import ADMIN_SOCKET_REQUEST_TIMEOUT_SECONDS, CONTEXT_BACKGROUND_POLL_SECONDS
+from ivoai.server.context.embeddings import Embedder
 from ivoai.server.context.ingest import IngestProgress
 from ivoai.server.context.models import ConnectorInfo, Coverage, HealthResponse, IngestReport, SearchResponse
 from ivoai.server.datadir import ServerDataDir
@@ -308,3 +309,27 @@ def interrupted_message(ops: ContextOps) -> str:
         "server ingest` again to continue where this run stopped, or start the server (`ivoai server "
         "start`): it embeds them in the background."
     )
+
+
+def cli_memory_embedder(data: ServerDataDir) -> Embedder | None:
+    """The embedder a memory command should write with: None while a gateway serves `data` (its
+    background work embeds new pages at low priority), else the configured context embedder."""
+    from ivoai.server.context.embeddings import make_embedder
+    from ivoai.server.context.settings import load_settings
+    from ivoai.server.gateway.runstate import read_run_state
+
+    if read_run_state(data) is not None:
+        return None
+    return make_embedder(load_settings(data), data)
+
+
+def wake_gateway(data: ServerDataDir) -> bool:
+    """Ask the gateway serving `data` to embed new pages or chunks now (False: none answered)."""
+    remote = gateway_ops(data)
+    if remote is None:
+        return False
+    try:
+        remote.client.call("POST", "/v1/background/wake", {})
+    except IvoaiError:
+        return False
+    return True
