@@ -125,8 +125,71 @@ def main() -> None:
     embedder = CachingEmbedder()
     for variant, keep in (("code_only", False), ("code_with_rest_of_docstring", True)):
         evaluate(variant, _pairs(keep), embedder)
+        evaluate_partial(variant, _pairs(keep), embedder)
     # a developer's other kind of query: an exact identifier (what the lexical side is there for)
     evaluate("code_with_rest_of_docstring/identifier_queries", _identifier_pairs(_pairs(True)), embedder)
+
+
+def _ndcg(svc: ContextService, pairs: list[tuple[str, str, str]]) -> float:
+    total = 0.0
+    for rel, _, query in pairs:
+        paths = [r.path for r in svc.context_search(query, limit=10).results]
+        total += 1 / math.log2(paths.index(rel) + 2) if rel in paths else 0.0
+    return round(total / len(pairs), 4)
+
+
+def evaluate_partial(
+    variant: str, pairs: list[tuple[str, str, str]], embedder: CachingEmbedder, fraction: float = 0.5
+) -> None:
+    """Hybrid search while phase 2 has embedded `fraction` of the chunks (a deterministic, hash-picked
+    half): a pending chunk's lexical score standing in for its missing dense one (the default) vs 0."""
+    from ivoai.server.context import ranking
+
+    tmp = Path(tempfile.mkdtemp(prefix="ivoai-quality-"))
+    corpus = tmp / "corpus"
+    for rel, code, _ in pairs:
+        p = corpus / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(code, encoding="utf-8")
+    svc = ContextService.open(ServerDataDir(tmp / "server"), embedder=embedder)
+    svc.add_connector("lib", "filesystem", str(corpus))
+    svc.ingest(embed=False)
+    lexical_only = svc.context_search("warm up").coverage
+    ids = [c.chunk_id for c in svc.catalog.pending_chunks(10**9)]
+    later = [i for i in ids if hashlib.sha256(i.encode()).digest()[0] >= 256 * fraction]
+    with svc.catalog.tx() as db:  # hold back the other part: embed only `fraction`
+        db.executemany("UPDATE chunks SET dense=2 WHERE chunk_id=?", [(i,) for i in later])
+    svc.embed_pending()
+    with svc.catalog.tx() as db:
+        db.executemany("UPDATE chunks SET dense=0 WHERE chunk_id=?", [(i,) for i in later])
+    svc._coverage = None
+    figures = {}
+    for impute in (True, False):
+        ranking.IMPUTE_PENDING = impute
+        figures["lexical_stands_in" if impute else "missing_dense_is_zero"] = _ndcg(svc, pairs)
+    ranking.IMPUTE_PENDING = True
+    svc.embed_pending()
+    svc._coverage = None
+    full = _ndcg(svc, pairs)
+    svc.close()
+    shutil.rmtree(tmp)
+    assert lexical_only is not None and lexical_only.embedded_chunks == 0
+    print(
+        json.dumps(
+            {
+                "figure": "retrieval_quality_hybrid_partial_coverage",
+                "corpus": variant,
+                "queries": len(pairs),
+                "embedded_fraction": round(1 - len(later) / len(ids), 3),
+                "ndcg_at_10": figures,
+                "ndcg_at_10_full_coverage": full,
+                "ratio_lexical_stands_in_vs_zero": round(
+                    figures["lexical_stands_in"] / figures["missing_dense_is_zero"], 3
+                ),
+            }
+        ),
+        flush=True,
+    )
 
 
 def evaluate(variant: str, pairs: list[tuple[str, str, str]], embedder: CachingEmbedder) -> None:

@@ -215,7 +215,7 @@ CONTEXT_LONG_LINE_SPACE_SHARE = 0.08  # ... and are under this share whitespace 
 CONTEXT_MIN_WHITESPACE_SHARE = 0.03  # below this share of whitespace a text is data, not prose or code
 CONTEXT_SHAPE_CHECK_MIN_CHARS = 2048  # shorter texts are never judged machine-made by shape
 CONTEXT_LEXICAL_ONLY_RANK_FACTOR = 0.5  # lockfiles and generated text rank below hand-written text
-CONTEXT_PROJECT_DOC_RANK_FACTOR = 1.5  # README / docs for questions about the project as a whole
+CONTEXT_PROJECT_PRIOR_WEIGHT = 0.6  # project questions: score = 0.4 fused + 0.6 README/docs prior
 CONTEXT_EMBED_YIELD_MAX_SECONDS = 1.0  # background embedding waits at most this for searches to end
 CONTEXT_BACKGROUND_POLL_SECONDS = 5.0  # a gateway looks for unembedded chunks/pages this often
 CONTEXT_BACKGROUND_RETRY_SECONDS = 30.0  # after a failed background batch (embedder or index down)

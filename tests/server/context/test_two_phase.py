@@ -291,3 +291,29 @@ def test_chunks_already_embedded_keep_their_vectors_when_their_document_changes(
             for h in svc.catalog.chunks_of(did)
         )
         assert os.path.exists(data_dir.index / "vector-cache.sqlite3")
+
+
+def test_a_question_about_the_whole_project_finds_the_readme_first_before_and_after_embedding(
+    tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder
+) -> None:
+    root = write_tree(
+        tmp_path / "repo",
+        {
+            "README.md": "# Kiteshop\n\nKiteshop sells kites online. Start it with `make serve`.\n",
+            "docs/payments.md": "# Payments\n\nCard payments go through the acquirer every night.\n",
+            "src/runner.py": "def run_project(project):\n    # run the project's tasks\n    project.run()\n",
+            "package-lock.json": '{"name": "kiteshop", "project": "run", "lockfileVersion": 3}\n',
+        },
+    )
+    question = "what does this project do and how do I run it"
+    with _open(data_dir, embedder) as svc:
+        svc.add_connector("repo", "filesystem", str(root))
+        svc.ingest(embed=False)
+        before = [r.path for r in svc.context_search(question).results]
+        assert before[0] == "README.md"  # although only code and the lockfile share its words
+        assert before.index("src/runner.py") < before.index("package-lock.json")
+        svc.embed_pending()
+        after = [r.path for r in svc.context_search(question).results]
+        assert after[0] == "README.md" and after[-1] == "package-lock.json"
+        # an identifier query is not a project question: the code comes first
+        assert svc.context_search("run_project").results[0].path == "src/runner.py"

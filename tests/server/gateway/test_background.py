@@ -67,7 +67,8 @@ async def _search(srv: RunningServer, cred: str, query: str) -> dict[str, object
     ):
         result = await s.call_tool("context_search", {"query": query, "limit": 5})
     assert not result.is_error and result.structured_content is not None
-    return result.structured_content
+    content: dict[str, object] = result.structured_content
+    return content
 
 
 def _background(srv: RunningServer) -> BackgroundWork:

@@ -556,6 +556,29 @@ class Catalog:
             )
         return out
 
+    def overview_chunks(
+        self, connector: str | None, path_prefix: str | None, limit: int = 200
+    ) -> list[tuple[str, str, int]]:
+        """(chunk ID, path, chunk index) of the first two chunks of READMEs and docs pages (active
+        connectors; optionally one connector and below one directory): candidates for questions
+        about a project as a whole."""
+        q = (
+            "SELECT c.chunk_id, d.path, c.idx FROM chunks c JOIN documents d USING(document_id)"
+            " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
+            " WHERE c.idx <= 1 AND (lower(d.path) LIKE 'readme%' OR lower(d.path) LIKE '%/readme%'"
+            " OR d.path LIKE 'docs/%' OR d.path LIKE 'doc/%' OR d.path LIKE 'documentation/%')"
+        )
+        args: list[Any] = []
+        if connector:
+            q += " AND d.connector = ?"
+            args.append(connector)
+        if path_prefix:
+            q += " AND (d.path = ? OR substr(d.path, 1, ?) = ?)"
+            args.extend([path_prefix, len(path_prefix) + 1, path_prefix + "/"])
+        q += " ORDER BY d.path, c.idx LIMIT ?"
+        args.append(limit)
+        return [(r[0], r[1], int(r[2])) for r in self._db().execute(q, args)]
+
     def mark_embedded(self, db: sqlite3.Connection, ids: Sequence[str]) -> None:
         """Record that these chunks' points have their dense vector (inside the caller's transaction)."""
         db.executemany("UPDATE chunks SET dense=1 WHERE chunk_id=?", [(i,) for i in ids])

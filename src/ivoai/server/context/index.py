@@ -80,6 +80,7 @@ class VectorIndex(Protocol):
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
     def set_dense(self, vectors: Sequence[tuple[str, list[float]]]) -> None: ...
     def candidates(self, spec: SearchSpec) -> tuple[list[Hit], list[Hit]]: ...
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]: ...
     def delete_ids(self, ids: Sequence[str]) -> None: ...
     def delete_connector(self, connector: str) -> None: ...
     def search(self, spec: SearchSpec) -> list[Hit]: ...
@@ -359,6 +360,13 @@ class EdgeIndex:
             if offset is None:
                 return
 
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The dense vectors of those points that have one."""
+        if not ids:
+            return {}
+        records = self._call(self._shard.retrieve, list(ids), False, [DENSE])
+        return {str(r.id): list(r.vector[DENSE]) for r in records if r.vector and DENSE in r.vector}
+
     def iter_dense(self) -> Iterator[list[tuple[str, list[float]]]]:
         """Pages of (point ID, dense vector) for every point that has one (rebuild saves them)."""
         import qdrant_edge as qe
@@ -551,6 +559,17 @@ class QdrantIndex:
                 yield str(r.id)
             if offset is None:
                 return
+
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The dense vectors of those points that have one."""
+        if not ids:
+            return {}
+        records = self._call(self.client.retrieve, self.collection, list(ids), with_vectors=[DENSE])
+        return {
+            str(r.id): list(r.vector[DENSE])
+            for r in records
+            if isinstance(r.vector, dict) and DENSE in r.vector
+        }
 
     def iter_dense(self) -> Iterator[list[tuple[str, list[float]]]]:
         """Pages of (point ID, dense vector) for every point that has one."""

@@ -81,7 +81,7 @@ from ivoai.server.context.models import (
     SearchResponse,
     SearchResult,
 )
-from ivoai.server.context.ranking import hybrid_scores
+from ivoai.server.context.ranking import hybrid_scores, overview_prior, project_question, with_prior
 from ivoai.server.context.settings import ContextSettings, load_settings, read_key_file
 from ivoai.server.context.sources import git_ls_files, open_root
 from ivoai.server.context.vector_cache import VectorCache
@@ -606,19 +606,44 @@ class ContextService:
         if mode != "hybrid":
             return self.index.search(spec)
         dense_hits, lexical_hits = self.index.candidates(spec)
+        priors: dict[str, float] = {}
+        if project_question(query):  # README and docs openings join the candidates
+            priors = {
+                cid: prior
+                for cid, path, idx in self.catalog.overview_chunks(connector, prefix)
+                if (prior := overview_prior(path, idx)) > 0
+            }
+            dense_hits = self._with_overview(dense, dense_hits, priors)
         not_embedded: dict[str, int] = {}
         if coverage.pending_chunks or coverage.lexical_only_chunks:
             in_dense = {h.point_id for h in dense_hits}
-            not_embedded = self.catalog.not_embedded(
-                [h.point_id for h in lexical_hits if h.point_id not in in_dense]
-            )
+            maybe = [h.point_id for h in lexical_hits if h.point_id not in in_dense]
+            not_embedded = self.catalog.not_embedded(maybe + [c for c in priors if c not in in_dense])
         ranked = hybrid_scores(
             [(h.point_id, h.score) for h in dense_hits],
             [(h.point_id, h.score) for h in lexical_hits],
             alpha=CONTEXT_HYBRID_DENSE_WEIGHT,
             not_embedded=not_embedded,
+            extra=priors,
         )
+        if priors:
+            ranked = with_prior(ranked, priors)
         return [Hit(pid, score) for pid, score in ranked[:want]]
+
+    def _with_overview(
+        self, query: list[float] | None, hits: list[Hit], priors: dict[str, float]
+    ) -> list[Hit]:
+        """The dense candidates plus the overview chunks' own similarity to the query (no floor:
+        the prior is the evidence that they matter), best first."""
+        have = {h.point_id for h in hits}
+        missing = [cid for cid in priors if cid not in have]
+        if query is None or not missing:
+            return hits
+        vectors = self.index.dense_vectors(missing)
+        extra = [
+            Hit(cid, sum(a * b for a, b in zip(query, vec, strict=True))) for cid, vec in vectors.items()
+        ]
+        return sorted([*hits, *extra], key=lambda h: -h.score)
 
     def context_get_document(self, document_id: str) -> DocumentResponse:
         """One document with its full normalized text (at most 8 MiB by the ingestion limit).
