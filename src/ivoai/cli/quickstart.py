@@ -79,6 +79,12 @@ def _render(result: Any) -> None:
         out.write("  (no results: is the directory empty or all files filtered?)\n")
     for i, r in enumerate(result.results, 1):
         out.write(f"  {i}. {r['path']}  (score {r['score']})\n     {r['snippet']}\n")
+    cov = result.coverage
+    if cov.get("pending_chunks"):
+        out.write(
+            f"  ({cov['embedded_chunks']} of {cov['total_chunks']} chunks embedded so far; the rest were"
+            " matched by their words: results improve as they are embedded)\n"
+        )
     out.write("\nnext steps:\n")
     for step in result.next_steps:
         out.write(f"  - {step}\n")

@@ -151,7 +151,9 @@ class DenseFiller:
         prog = IngestProgress(
             connector or "*", "embed", documents_total=start.pending_documents, chunks_total=start.pending
         )
-        if start.pending and not getattr(self.embedder, "loaded", True):
+        if not start.pending:
+            progress = None  # nothing to embed: no phase 2 to show
+        elif not getattr(self.embedder, "loaded", True):
             prog.note = "loading model"
         self._report(progress, prog)
         self._record(active=True)
@@ -168,9 +170,13 @@ class DenseFiller:
                 if not batch:
                     break
                 self._batch(batch, stats, before_embed, prog, progress)
-                prog.documents_done = (
-                    start.pending_documents - self.catalog.coverage(connector).pending_documents
+                # totals follow what is left: a phase 1 running meanwhile may add pending chunks
+                now = self.catalog.coverage(connector)
+                prog.chunks_total = prog.chunks_done + now.pending
+                prog.documents_done = max(
+                    prog.documents_done, start.pending_documents - now.pending_documents
                 )
+                prog.documents_total = prog.documents_done + now.pending_documents
                 self._report(progress, prog)
         finally:
             self._record(active=False)

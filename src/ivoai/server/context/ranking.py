@@ -21,6 +21,7 @@ from ivoai.common.limits import CONTEXT_LEXICAL_ONLY_RANK_FACTOR, CONTEXT_PROJEC
 from ivoai.server.context.catalog import DENSE_LEXICAL_ONLY, DENSE_PENDING
 
 IMPUTE_PENDING = True  # the rule above; the quality benchmark measures it against 0 (`context_quality.py`)
+DOCUMENT_SIGNALS = True  # README/docs openings for project questions (below); the benchmark turns it off
 
 
 def _normalized(candidates: Sequence[tuple[str, float]]) -> dict[str, float]:

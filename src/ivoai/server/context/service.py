@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from ivoai.common.errors import IvoaiError
@@ -36,6 +36,7 @@ from ivoai.common.limits import (
     INGEST_LOCK_WAIT_SECONDS,
     SEARCH_MAX_RESULTS,
 )
+from ivoai.server.context import ranking
 from ivoai.server.context.activity import ForegroundActivity
 from ivoai.server.context.catalog import (
     DENSE_EMBEDDED,
@@ -305,7 +306,7 @@ class ContextService:
             run_id, stats = ing.run(connector)
         finally:
             self._coverage = None
-        embedding: str = "lexical_only"
+        embedding: Literal["done", "lexical_only", "busy", "interrupted"] = "lexical_only"
         if embed:
             embedding = "done"
             for st in stats:
@@ -331,7 +332,7 @@ class ContextService:
             status="ok" if ok else "partial",
             connectors=reports,
             repaired_points=ing.repaired_points,
-            embedding=embedding,  # type: ignore[arg-type]
+            embedding=embedding,
             coverage=self.coverage(),
         )
 
@@ -388,7 +389,9 @@ class ContextService:
         """Embedded, pending and lexical-only chunks, whether a process is embedding, and its ETA."""
         cov = self.catalog.coverage(connector)
         worker = read_worker(self.catalog)
-        state = "complete" if cov.pending == 0 else "running" if worker is not None else "stopped"
+        state: Literal["complete", "running", "stopped"] = (
+            "complete" if cov.pending == 0 else "running" if worker is not None else "stopped"
+        )
         rate = worker.rate if worker is not None else None
         eta = 0.0 if cov.pending == 0 else round(cov.pending / rate, 1) if rate else None
         return Coverage(
@@ -397,7 +400,7 @@ class ContextService:
             pending_chunks=cov.pending,
             lexical_only_chunks=cov.lexical_only,
             estimated_seconds_left=eta,
-            embedding=state,  # type: ignore[arg-type]
+            embedding=state,
         )
 
     def _search_coverage(self) -> Coverage:
@@ -607,7 +610,7 @@ class ContextService:
             return self.index.search(spec)
         dense_hits, lexical_hits = self.index.candidates(spec)
         priors: dict[str, float] = {}
-        if project_question(query):  # README and docs openings join the candidates
+        if ranking.DOCUMENT_SIGNALS and project_question(query):  # README and docs openings join in
             priors = {
                 cid: prior
                 for cid, path, idx in self.catalog.overview_chunks(connector, prefix)
