@@ -81,9 +81,10 @@ def _render(result: Any) -> None:
         out.write(f"  {i}. {r['path']}  (score {r['score']})\n     {r['snippet']}\n")
     cov = result.coverage
     if cov.get("pending_chunks"):
+        to_embed = cov["total_chunks"] - cov["lexical_only_chunks"]
         out.write(
-            f"  ({cov['embedded_chunks']} of {cov['total_chunks']} chunks embedded so far; the rest were"
-            " matched by their words: results improve as they are embedded)\n"
+            f"  ({cov['embedded_chunks']} of {to_embed} chunks embedded so far; the rest were matched by"
+            " their words: results improve as they are embedded)\n"
         )
     out.write("\nnext steps:\n")
     for step in result.next_steps:

@@ -127,10 +127,10 @@ def test_ingest_without_a_terminal_prints_plain_progress_lines_and_per_phase_sec
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert "docs: indexing  0/3 documents  0 chunks written" in lines
-    assert "docs: done  3/3 documents  3 chunks written" in lines
+    assert "docs: indexed  3/3 documents  3 chunks written" in lines
     assert "docs: embedding  0/3 chunks  0/3 documents  loading model" in lines
     assert "0.0 chunks/s" not in done.stderr
-    assert any(line.startswith("docs: embedding  3/3 chunks  3/3 documents") for line in lines)
+    assert any(line.startswith("docs: embedded  3/3 chunks  3/3 documents") for line in lines)
     header = done.stdout.splitlines()[0].split("\t")
     assert header[-2:] == ["index s", "embed s"]  # the final table gives per-phase seconds
 

@@ -20,7 +20,13 @@ if TYPE_CHECKING:
     from ivoai.server.context.ingest import IngestProgress
 
 Update = Callable[["IngestProgress"], None]
-PHASE_LABEL = {"scan": "listing", "lexical": "indexing", "embed": "embedding", "done": "done"}
+PHASE_LABEL = {
+    "scan": "listing",
+    "lexical": "indexing",
+    "done": "indexed",
+    "embed": "embedding",
+    "embedded": "embedded",
+}
 
 
 def _rate(p: IngestProgress) -> str:
@@ -41,7 +47,7 @@ def _eta(p: IngestProgress) -> str:
 def describe(p: IngestProgress) -> str:
     """One plain progress line."""
     label = f"{p.connector}: {PHASE_LABEL.get(p.phase, p.phase)}"
-    if p.phase == "embed":
+    if p.phase in ("embed", "embedded"):
         return (
             f"{label}  {p.chunks_done}/{p.chunks_total} chunks  {p.documents_done}/{p.documents_total} "
             f"documents  {_rate(p)}  {_eta(p)}".rstrip()
@@ -88,9 +94,7 @@ def ingest_progress(enabled: bool) -> Iterator[Update | None]:
         tasks: dict[tuple[str, str], Any] = {}
 
         def update(p: IngestProgress) -> None:
-            phase = "embed" if p.phase == "embed" else "lexical"
-            if p.phase == "done":
-                phase = next((k[1] for k in reversed(tasks) if k[0] == p.connector), "lexical")
+            phase = "embed" if p.phase in ("embed", "embedded") else "lexical"
             key = (p.connector, phase)
             if key not in tasks:
                 label = "embedding" if phase == "embed" else "indexing"
@@ -108,7 +112,7 @@ def ingest_progress(enabled: bool) -> Iterator[Update | None]:
             if p.phase == "scan":
                 bar.update(tasks[key], total=None, counts="listing files", rate="", eta="")
                 return
-            if p.phase == "done":
+            if p.phase in ("done", "embedded"):
                 done = total
             bar.update(tasks[key], total=total, completed=done, counts=counts, rate=rate, eta=eta)
 

@@ -181,7 +181,7 @@ class DenseFiller:
         finally:
             self._record(active=False)
         stats.pending = self.catalog.coverage(connector).pending
-        prog.phase = "done"
+        prog.phase = "embedded"
         self._report(progress, prog)
         return stats
 

@@ -70,9 +70,10 @@ def document_id(connector: str, path: str) -> str:
 class IngestProgress:
     """One progress report of a phase: counts so far, with the measured rate and ETA.
 
-    `phase`: scan (listing the source) | lexical (phase 1: reading and indexing documents) | embed
-    (phase 2: adding dense vectors) | done. `note` says what happens while no rate is measured yet
-    ("loading model"). The rate counts only work that finished (`chunks_done` at `measured_at`).
+    `phase`: scan (listing the source) | lexical (phase 1: reading and indexing documents) | done
+    (phase 1 finished) | embed (phase 2: adding dense vectors) | embedded (phase 2 finished).
+    `note` says what happens while no rate is measured yet ("loading model"). The rate counts only
+    work that finished (`chunks_done` at `measured_at`).
     """
 
     connector: str

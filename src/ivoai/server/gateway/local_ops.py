@@ -238,7 +238,7 @@ class GatewayOps:
                     "they are searchable by their words meanwhile — see its log",
                     code="embedder_failed",
                 )
-        prog.phase = "done"
+        prog.phase = "embedded"
         if progress is not None:
             progress(prog)
         seconds = round(time.monotonic() - t0, 3)
