@@ -127,27 +127,34 @@ def test_memory_pages_written_by_the_cli_without_a_server_get_vectors_at_once(
     base = ("server", "--data-dir", str(tmp_path / "srv"))
     page = tmp_path / "page.md"
     page.write_text("Lentil soup is served on Thursdays.\n")
-    hook = {
-        "idempotency_key": "k-1",
-        "event": "session_start",
-        "session_id": "s-1",
-        "workspace": "default",
-        "cwd": str(tmp_path),
-    }
-    hooked = subprocess.run(
-        [sys.executable, "-m", "ivoai", *base, "memory", "hook"],
-        input=json.dumps(hook),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert hooked.returncode == 0, hooked.stderr
+
+    def hook(n: int) -> None:
+        event = {
+            "idempotency_key": f"k-{n}",
+            "event": "session_start",
+            "session_id": f"s-{n}",
+            "workspace": "default",
+            "cwd": str(tmp_path),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "ivoai", *base, "memory", "hook"],
+            input=json.dumps(event),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+    hook(1)
     status = json.loads(cli(*base, "memory", "status", "--json").out)
     assert (status["pages"], status["embedded_pages"]) == (1, 0)  # the hook intake stays fast: no model
+    embedded = json.loads(cli(*base, "memory", "embed", "--json").out)
+    assert embedded == {"embedded": 1, "embedded_pages": 1, "pages": 1}
+    hook(2)
     wrote = cli(*base, "memory", "write", "notes/soup.md", "--file", str(page))
-    assert wrote.code == 0 and "embedded 1 other pages" in wrote.err
+    assert wrote.code == 0 and "embedded 1 other pages" in wrote.err  # the second hook page
     status = json.loads(cli(*base, "memory", "status", "--json").out)
-    assert (status["pages"], status["embedded_pages"]) == (2, 2)
+    assert (status["pages"], status["embedded_pages"]) == (3, 3)
     found = json.loads(cli(*base, "memory", "query", "what soup is on the menu", "--json").out)
     assert found["hits"] and found["hits"][0]["path"] == "notes/soup.md"
