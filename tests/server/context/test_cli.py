@@ -140,7 +140,7 @@ def _interrupt_during_phase_two(
 ) -> tuple[tuple[str, ...], subprocess.CompletedProcess[str]]:
     data = tmp_path / "srv"
     base = ("server", "--data-dir", str(data))
-    _corpus(tmp_path / "docs", 20)
+    _corpus(tmp_path / "docs", 40)
     assert (
         run_ivoai(
             *base,
@@ -170,22 +170,24 @@ def _interrupt_during_phase_two(
     return base, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_ctrl_c_during_phase_two_says_what_was_kept_and_the_next_run_continues(tmp_path: Path) -> None:
+def test_ctrl_c_during_phase_two_stops_after_the_batch_and_the_next_run_embeds_only_the_rest(
+    tmp_path: Path,
+) -> None:
     base, stopped = _interrupt_during_phase_two(tmp_path, signal.SIGINT)
     assert stopped.returncode == 130
+    assert "stopping after the batch being embedded" in stopped.stderr
     assert "interrupted: nothing already written is lost" in stopped.stderr
     assert "Run `ivoai server ingest` again to continue where this run stopped" in stopped.stderr
     status = json.loads(run_ivoai(*base, "context", "status", "--json").stdout)
-    assert status["documents"] == 20 and status["last_run"]["status"] == "ok"  # phase 1 had committed
+    assert status["documents"] == 40 and status["last_run"]["status"] == "ok"  # phase 1 had committed
     assert status["embedding"] == "stopped" and status["pending_chunks"] > 0
+    assert status["embedded_chunks"] > 0 and status["embedded_chunks"] % 16 == 0  # whole batches kept
     again = run_ivoai(*base, "ingest", "--json")
     assert again.returncode == 0, again.stderr
-    report = json.loads(again.stdout)
-    assert (
-        report["connectors"][0]["chunks_embedded"] + report["connectors"][0]["chunks_cached"]
-        == status["pending_chunks"]
-    )
-    assert report["coverage"]["embedding"] == "complete"
+    report = json.loads(again.stdout)["connectors"][0]
+    # nothing embedded before the interrupt is embedded again
+    assert (report["chunks_embedded"], report["chunks_cached"]) == (status["pending_chunks"], 0)
+    assert json.loads(again.stdout)["coverage"]["embedding"] == "complete"
 
 
 def test_sigterm_during_phase_two_leaves_no_running_state_behind(tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ def ingest_progress(enabled: bool) -> Iterator[Update | None]:
             else:
                 total, done = max(p.documents_total, 1), p.documents_done
                 counts = f"{p.documents_done}/{p.documents_total} docs  {p.chunks_done} chunks"
-                rate, eta = "", ""
+                rate, eta = _rate(p), _eta(p)
             if p.phase == "scan":
                 bar.update(tasks[key], total=None, counts="listing files", rate="", eta="")
                 return

@@ -118,18 +118,40 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, delivered like Ctrl-C so that the run records what it kept before exiting."""
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends the command like Ctrl-C: the run records `interrupted` and says what it kept."""
+class _GracefulStop:
+    """Ctrl-C or SIGTERM during phase 2 stops after the batch being embedded (its vectors are kept,
+    so no text is embedded twice); during phase 1, or a second time, they stop at once (phase 1
+    loses nothing either: committed batches stay, the next run repairs and continues)."""
 
-    def stop(signum: int, frame: object) -> None:
-        raise _Terminated
+    def __init__(self) -> None:
+        self.phase = ""
+        self.signum: int | None = None
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def progress(self, inner: Callable[[IngestProgress], None] | None) -> Callable[[IngestProgress], None]:
+        def update(p: IngestProgress) -> None:
+            self.phase = p.phase
+            if inner is not None:
+                inner(p)
+
+        return update
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handler(self, signum: int, frame: object) -> None:
+        if self.signum is not None or self.phase != "embed":
+            raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        self.signum = signum
+        info("stopping after the batch being embedded (press Ctrl-C again to stop at once)")
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def ingest_command(
@@ -148,13 +170,19 @@ def ingest_command(
     """
     from ivoai.server.gateway.local_ops import interrupted_message, open_context_ops
 
+    stop = _GracefulStop()
     with open_context_ops(data_dir_from(ctx)) as ops:
         try:
-            with _sigterm_interrupts(), progress_bar(not json_out) as progress:
-                report = ops.ingest(connector, progress, embed=not lexical_only)
+            with stop.installed(), progress_bar(not json_out) as progress:
+                report = ops.ingest(
+                    connector, stop.progress(progress), embed=not lexical_only, should_stop=stop.requested
+                )
         except KeyboardInterrupt as exc:
             info(interrupted_message(ops))
             raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
+        if stop.signum is not None:
+            info(interrupted_message(ops))
+            raise typer.Exit(143 if stop.signum == signal.SIGTERM else 130)
     if json_out:
         print_json(report.model_dump(mode="json"))
     else:

@@ -90,8 +90,9 @@ class IngestProgress:
         """Count finished work (the rate and ETA follow)."""
         self.chunks_done += chunks
         self.documents_done += documents
-        if chunks:
+        if chunks or documents:
             self.measured_at = time.monotonic()
+        if chunks:
             self.note = ""
 
     @property
@@ -104,11 +105,17 @@ class IngestProgress:
 
     @property
     def eta_seconds(self) -> float | None:
-        """Seconds left at the measured rate; 0 when done; None while unknown."""
-        if self.chunks_total <= self.chunks_done:
+        """Seconds left at the measured rate (phase 1: documents, whose chunks are not known ahead;
+        phase 2: chunks); 0 when done; None while unknown."""
+        if self.phase == "lexical":
+            done, total = self.documents_done, self.documents_total
+        else:
+            done, total = self.chunks_done, self.chunks_total
+        if total <= done:
             return 0.0
-        rate = self.chunks_per_second
-        return (self.chunks_total - self.chunks_done) / rate if rate else None
+        if self.measured_at is None or done <= 0 or self.measured_at <= self.started:
+            return None
+        return (total - done) * (self.measured_at - self.started) / done
 
 
 ProgressFn = Callable[[IngestProgress], None]

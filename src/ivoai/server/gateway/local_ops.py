@@ -40,7 +40,14 @@ class ContextOps(Protocol):
         self, query: str, *, limit: int, connector: str | None, path_prefix: str | None
     ) -> SearchResponse: ...
     def status(self) -> tuple[HealthResponse, list[ConnectorInfo]]: ...
-    def ingest(self, connector: str | None, progress: ProgressFn | None, *, embed: bool) -> IngestReport: ...
+    def ingest(
+        self,
+        connector: str | None,
+        progress: ProgressFn | None,
+        *,
+        embed: bool,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> IngestReport: ...
     def coverage(self, connector: str | None = None) -> Coverage: ...
 
 
@@ -64,9 +71,17 @@ class LocalOps:
         """Health and connectors."""
         return self.svc.context_health(), self.svc.list_connectors()
 
-    def ingest(self, connector: str | None, progress: ProgressFn | None, *, embed: bool) -> IngestReport:
-        """Phase 1, then phase 2 in the foreground unless `embed` is false."""
-        return self.svc.ingest(connector, progress=progress, embed=embed)
+    def ingest(
+        self,
+        connector: str | None,
+        progress: ProgressFn | None,
+        *,
+        embed: bool,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> IngestReport:
+        """Phase 1, then phase 2 in the foreground unless `embed` is false (`should_stop` is asked
+        between phase 2 batches)."""
+        return self.svc.ingest(connector, progress=progress, embed=embed, should_stop=should_stop)
 
     def coverage(self, connector: str | None = None) -> Coverage:
         """Dense coverage now."""
@@ -163,9 +178,17 @@ class GatewayOps:
         query = f"?connector={quote(connector)}" if connector else ""
         return Coverage.model_validate(self.client.call("GET", "/v1/context/coverage" + query))
 
-    def ingest(self, connector: str | None, progress: ProgressFn | None, *, embed: bool) -> IngestReport:
+    def ingest(
+        self,
+        connector: str | None,
+        progress: ProgressFn | None,
+        *,
+        embed: bool,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> IngestReport:
         """Phase 1 in the gateway (with its progress); then, with `embed`, follow the gateway's
-        background phase 2 until the connector's chunks are embedded.
+        background phase 2 until the connector's chunks are embedded (or `should_stop()`: the
+        gateway goes on embedding).
 
         Raises:
             IvoaiError: as the in-process ingest (the gateway's error code and message).
@@ -198,10 +221,14 @@ class GatewayOps:
         report = IngestReport.model_validate(state["report"])
         if not embed:
             return report.model_copy(update={"embedding": "lexical_only", "coverage": self.coverage()})
-        return self._follow_embedding(report, connector, progress)
+        return self._follow_embedding(report, connector, progress, should_stop)
 
     def _follow_embedding(
-        self, report: IngestReport, connector: str | None, progress: ProgressFn | None
+        self,
+        report: IngestReport,
+        connector: str | None,
+        progress: ProgressFn | None,
+        should_stop: Callable[[], bool] | None,
     ) -> IngestReport:
         t0 = time.monotonic()
         start = self.client.call(
@@ -217,6 +244,10 @@ class GatewayOps:
         stopped_since: float | None = None
         cov = start
         while cov["pending_chunks"] > 0:
+            if should_stop is not None and should_stop():
+                return report.model_copy(
+                    update={"embedding": "interrupted", "coverage": self.coverage(connector)}
+                )
             if progress is not None:
                 progress(prog)
             time.sleep(POLL_SECONDS)
