@@ -88,7 +88,6 @@ CONTEXT_CONNECTORS_MAX = 64
 CONTEXT_WALK_MAX_DEPTH = 64  # bounds open directory descriptors during a no-follow walk
 CONTEXT_BINARY_SNIFF_BYTES = 8 * KIB  # a NUL byte in this prefix marks a file as binary
 CONTEXT_EMBED_BATCH_SIZE = 16  # chunks per embedder call
-CONTEXT_WORK_BATCH_CHUNKS = 64  # chunks embedded before their documents are committed
 CONTEXT_INDEX_UPSERT_BATCH = 256
 CONTEXT_INDEX_SEARCH_THREADS_MAX = 8  # Qdrant Edge search pool: one thread per usable CPU, at most this
 CONTEXT_PREFETCH_MIN = 50  # candidates fetched from each of dense and lexical before fusion
