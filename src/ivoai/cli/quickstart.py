@@ -5,8 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,25 +13,9 @@ import typer
 from ivoai.cli._output import info, print_json
 
 if TYPE_CHECKING:
-    from ivoai.server.context.ingest import IngestProgress
+    from ivoai.server.gateway.quickstart import EmbeddingWatch
 
-PROGRESS_EVERY_SECONDS = 2.0
-
-
-def _line_progress() -> Callable[[IngestProgress], None]:
-    """Progress lines on stderr when it is not a terminal (phase changes, and every few seconds)."""
-    last: dict[str, Any] = {"phase": None, "at": 0.0}
-
-    def update(p: IngestProgress) -> None:
-        now = time.monotonic()
-        if p.phase != last["phase"] or now - last["at"] >= PROGRESS_EVERY_SECONDS:
-            last["phase"], last["at"] = p.phase, now
-            info(
-                f"  {p.connector}: {p.phase}  {p.documents_done}/{p.documents_total} documents  "
-                f"{p.chunks_done}/{p.chunks_total} chunks  {p.chunks_per_second:.1f} chunks/s"
-            )
-
-    return update
+WATCH_EVERY_SECONDS = 30.0  # background-embedding progress lines while serving
 
 
 def quickstart_command(
@@ -54,18 +36,19 @@ def quickstart_command(
     """Index a checkout, start the server on loopback and search it over MCP."""
     from ivoai.cli.server.connector import progress_bar
     from ivoai.common.paths import xdg_paths
-    from ivoai.server.gateway.quickstart import DEFAULT_QUERY, run_quickstart
+    from ivoai.server.gateway.quickstart import DEFAULT_QUERY, EmbeddingWatch, run_quickstart
     from ivoai.server.gateway.runstate import clear_run_state, write_run_state
 
     root = data_dir if data_dir is not None else xdg_paths().server_data_dir
-    with progress_bar(not json_out) as bar:
+    with progress_bar(True) as bar:  # stderr: rich bars on a terminal, plain lines otherwise
         result, server = run_quickstart(
             path,
             root,
             query=query or DEFAULT_QUERY,
             port=port,
-            progress=bar if bar is not None else _line_progress(),
+            progress=bar,
             announce=info,
+            serve=serve,
         )
     try:
         if json_out:
@@ -80,7 +63,7 @@ def quickstart_command(
             data = ServerDataDir(Path(result.data_dir))
             write_run_state(data, listen=server.url.split("://", 1)[1], base_url=server.url)
             info(f"serving on {server.url} (Web MCP {server.url}/mcp); press Ctrl-C to stop")
-            _wait_for_signal()
+            _wait_for_signal(EmbeddingWatch(server.app.hub.context()))
             clear_run_state(data)
     finally:
         server.stop()
@@ -96,18 +79,27 @@ def _render(result: Any) -> None:
         out.write("  (no results: is the directory empty or all files filtered?)\n")
     for i, r in enumerate(result.results, 1):
         out.write(f"  {i}. {r['path']}  (score {r['score']})\n     {r['snippet']}\n")
+    cov = result.coverage
+    if cov.get("pending_chunks"):
+        to_embed = cov["total_chunks"] - cov["lexical_only_chunks"]
+        out.write(
+            f"  ({cov['embedded_chunks']} of {to_embed} chunks embedded so far; the rest were matched by"
+            " their words: results improve as they are embedded)\n"
+        )
     out.write("\nnext steps:\n")
     for step in result.next_steps:
         out.write(f"  - {step}\n")
     out.flush()
 
 
-def _wait_for_signal() -> None:
+def _wait_for_signal(watch: EmbeddingWatch) -> None:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while not stop.wait(3600):
-            pass
+        while not stop.wait(WATCH_EVERY_SECONDS):
+            line = watch.poll()
+            if line:
+                info(line)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

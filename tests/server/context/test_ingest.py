@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -11,9 +13,9 @@ from ivoai.common.fsio import file_lock
 from ivoai.server.context import ingest as ingest_mod
 from ivoai.server.context.embeddings import BuiltinEmbedder
 from ivoai.server.context.errors import EmbedderError, IngestRunningError
-from ivoai.server.context.index import IndexPoint
+from ivoai.server.context.index import COLLECTION, EdgeIndex, IndexPoint, VectorIndex
 from ivoai.server.context.ingest import IngestProgress
-from ivoai.server.context.service import INGEST_LOCK, ContextService
+from ivoai.server.context.service import EMBED_LOCK, INGEST_LOCK, ContextService
 from ivoai.server.datadir import ServerDataDir
 
 from .conftest import CountingEmbedder, write_tree
@@ -93,16 +95,21 @@ def test_hostile_tree_ingests_only_safe_text_files(tmp_path: Path, svc: ContextS
     assert reasons["loop"] == reasons["out"] == "symlink (never followed)"
 
 
-def test_a_second_ingest_while_one_runs_fails_fast_with_a_clear_error(
+def test_a_second_ingest_while_phase_one_runs_fails_fast_with_a_clear_error(
     tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder
 ) -> None:
     root = write_tree(tmp_path / "docs", DOCS)
     gate, entered = threading.Event(), threading.Event()
-    blocking = CountingEmbedder(embedder, gate=gate, entered=entered)
-    with _open(data_dir, blocking) as svc:
+
+    def hold_phase_one(p: IngestProgress) -> None:
+        if p.phase == "lexical" and not entered.is_set():
+            entered.set()
+            assert gate.wait(30), "test gate never opened"
+
+    with _open(data_dir, embedder) as svc:
         svc.add_connector("docs", "filesystem", str(root))
         results: list[object] = []
-        t = threading.Thread(target=lambda: results.append(svc.ingest()))
+        t = threading.Thread(target=lambda: results.append(svc.ingest(progress=hold_phase_one)))
         t.start()
         try:
             assert entered.wait(30)
@@ -117,6 +124,19 @@ def test_a_second_ingest_while_one_runs_fails_fast_with_a_clear_error(
         assert results and results[0].status == "ok"  # type: ignore[attr-defined]
 
 
+def test_an_ingest_while_another_process_embeds_indexes_and_leaves_the_embedding_to_it(
+    tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder
+) -> None:
+    root = write_tree(tmp_path / "docs", DOCS)
+    emb = CountingEmbedder(embedder)
+    with _open(data_dir, emb) as svc, file_lock(data_dir.root, data_dir.run / EMBED_LOCK):
+        svc.add_connector("docs", "filesystem", str(root))
+        report = svc.ingest()
+        assert report.embedding == "busy" and emb.passages == 0
+        assert report.coverage is not None and report.coverage.pending_chunks == 3
+        assert _paths(svc, "migration job container") == ["guide/deploy.md"]  # searchable by its words
+
+
 def test_ingest_lock_is_shared_across_processes_by_file_lock(
     data_dir: ServerDataDir, svc: ContextService
 ) -> None:
@@ -124,17 +144,17 @@ def test_ingest_lock_is_shared_across_processes_by_file_lock(
         svc.ingest()
 
 
-def test_connector_removed_during_ingest_leaves_no_rows_and_no_vectors(
+def test_connector_removed_during_phase_one_leaves_no_rows_and_no_vectors(
     tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_mod, "CONTEXT_WORK_BATCH_CHUNKS", 1)
+    monkeypatch.setattr(ingest_mod, "CONTEXT_LEXICAL_BATCH_CHUNKS", 1)
     root = write_tree(tmp_path / "docs", DOCS)
     with _open(data_dir, embedder) as svc:
         svc.add_connector("docs", "filesystem", str(root))
         removed = threading.Event()
 
         def progress(p: IngestProgress) -> None:
-            if p.phase == "embed" and p.documents_done >= 1 and not removed.is_set():
+            if p.phase == "lexical" and p.documents_done >= 1 and not removed.is_set():
                 removed.set()
                 svc.remove_connector("docs")  # the admin removes it while the run is mid-way
 
@@ -147,24 +167,45 @@ def test_connector_removed_during_ingest_leaves_no_rows_and_no_vectors(
         assert svc.index.count() == 0
 
 
-def test_embedder_failing_midway_leaves_nothing_half_written_and_the_next_run_completes(
-    tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder, monkeypatch: pytest.MonkeyPatch
+def test_connector_removed_during_phase_two_gets_no_vector_written_after_it(
+    tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder
 ) -> None:
-    monkeypatch.setattr(ingest_mod, "CONTEXT_WORK_BATCH_CHUNKS", 1)
+    root = write_tree(tmp_path / "docs", DOCS)
+    emb = CountingEmbedder(embedder)
+    with _open(data_dir, emb) as svc:
+        svc.add_connector("docs", "filesystem", str(root))
+        svc.ingest(embed=False)
+
+        def progress(p: IngestProgress) -> None:
+            if p.phase == "embed" and p.chunks_done == 1 and svc.list_connectors():
+                svc.remove_connector("docs")
+
+        stats = svc.embed_pending(progress=progress, batch_chunks=1)
+        assert (stats.embedded, emb.passages) == (1, 1)  # after the removal nothing was pending any more
+        assert svc.catalog.counts() == {"connectors": 0, "documents": 0, "chunks": 0, "bytes": 0}
+        assert svc.index.count() == 0
+
+
+def test_embedder_failing_in_phase_two_keeps_everything_searchable_and_the_next_run_embeds_the_rest(
+    tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder
+) -> None:
     root = write_tree(tmp_path / "docs", DOCS)
     failing = CountingEmbedder(embedder, fail_on_call=2)
     with _open(data_dir, failing) as svc:
         svc.add_connector("docs", "filesystem", str(root))
+        assert svc.ingest(embed=False).status == "ok"
         with pytest.raises(EmbedderError, match="injected"):
-            svc.ingest()
-        counts = svc.catalog.counts()
-        assert counts["documents"] == 1  # the first batch committed, whole
-        assert svc.index.count() == counts["chunks"]  # no point without a catalog row
-        assert svc.catalog.last_run()["status"] == "failed"  # type: ignore[index]
-    with _open(data_dir, embedder) as svc:
+            svc.embed_pending(batch_chunks=1)
+        cov = svc.coverage()
+        assert (cov.embedded_chunks, cov.pending_chunks, cov.embedding) == (1, 2, "stopped")
+        assert svc.index.count() == svc.catalog.counts()["chunks"] == 3  # every document kept, whole
+        assert _paths(svc, "rotate staging database password") == ["notes/todo.txt"]
+    again = CountingEmbedder(embedder)
+    with _open(data_dir, again) as svc:
         report = svc.ingest().connectors[0]
-        assert (report.status, report.added, report.unchanged) == ("ok", 2, 1)
-        assert svc.index.count() == svc.catalog.counts()["chunks"] == 3
+        assert (report.status, report.unchanged, report.chunks_embedded) == ("ok", 3, 2)
+        assert again.passages == 2  # the chunk embedded before the failure was not embedded again
+        assert svc.coverage().embedding == "complete"
 
 
 def test_points_left_by_a_crashed_run_are_repaired_and_never_searchable(
@@ -213,21 +254,39 @@ def test_quota_exceeded_stops_the_connector_with_a_message_and_keeps_what_was_in
     assert svc.index.count() == svc.catalog.counts()["chunks"]
 
 
+class GatedIndex:
+    """The real Edge index, pausing after an upsert until the test opens the gate (a point written,
+    its catalog commit not yet made)."""
+
+    def __init__(self, inner: EdgeIndex, gate: threading.Event, entered: threading.Event) -> None:
+        self.inner, self.gate, self.entered = inner, gate, entered
+        self.armed = False
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        self.inner.upsert(points)
+        if self.armed:
+            self.entered.set()
+            assert self.gate.wait(30), "test gate never opened"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def test_a_changed_document_stays_searchable_until_its_replacement_commits(
     tmp_path: Path, data_dir: ServerDataDir, embedder: BuiltinEmbedder
 ) -> None:
     root = write_tree(tmp_path / "docs", {"a.md": "The quarterly budget review happens in March.\n"})
     gate, entered = threading.Event(), threading.Event()
-    with _open(data_dir, embedder) as svc:
+    gated = GatedIndex(EdgeIndex(data_dir.index / COLLECTION), gate, entered)
+    with ContextService.open(data_dir, embedder=embedder, index=cast(VectorIndex, gated)) as svc:
         svc.add_connector("docs", "filesystem", str(root))
         svc.ingest()
-    (root / "a.md").write_text("The quarterly budget review moved to April.\n")
-    blocking = CountingEmbedder(embedder, gate=gate, entered=entered)
-    with _open(data_dir, blocking) as svc:
+        (root / "a.md").write_text("The quarterly budget review moved to April.\n")
+        gated.armed = True
         t = threading.Thread(target=svc.ingest)
         t.start()
         try:
-            assert entered.wait(30)
+            assert entered.wait(30)  # the new version's point is written, the catalog still has the old one
             mid = svc.context_search("quarterly budget review", limit=3).results
             assert [r.text for r in mid] == ["The quarterly budget review happens in March.\n"]
         finally:
@@ -235,4 +294,5 @@ def test_a_changed_document_stays_searchable_until_its_replacement_commits(
             t.join(60)
         after = svc.context_search("quarterly budget review", limit=3).results
         assert [r.text for r in after] == ["The quarterly budget review moved to April.\n"]
+        assert after[0].embedded
         assert svc.index.count() == 1

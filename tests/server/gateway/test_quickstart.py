@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,9 @@ def test_quickstart_indexes_serves_and_searches_over_mcp(
     assert {r["path"] for r in body["results"]} == {"README.md", "widget.py"}
     assert body["results"][0]["path"] == "README.md"
     assert any("enrollment create" in step for step in body["next_steps"])
+    # searched right after phase 1; without --serve nobody embeds, and the next steps say how to
+    assert (body["coverage"]["pending_chunks"], body["coverage"]["embedded_chunks"]) == (2, 0)
+    assert any(f"--data-dir {data} ingest" in step for step in body["next_steps"])
     assert "documents" in result.err  # progress was shown
     # The demonstration credential was revoked; nothing secret was printed.
     clients = json.loads(cli("server", "--data-dir", str(data), "clients", "list", "--json").out)
@@ -101,6 +105,17 @@ def test_quickstart_keeps_serving_until_interrupted(cli: CliRunner, tiny_repo: P
                     break
             status = json.loads(cli("server", "--data-dir", str(data), "status", "--json").out)
             assert status["running"] is True and status["ready"]["status_code"] == 200
+            # the serving quickstart embeds in the background; the printed CLI steps work meanwhile
+            tick = threading.Event()
+            base = ("server", "--data-dir", str(data))
+            for _ in range(2400):  # bounded: two minutes
+                context = json.loads(cli(*base, "context", "status", "--json").out)
+                if context["embedding"] == "complete":
+                    break
+                tick.wait(0.05)
+            assert context["embedding"] == "complete" and context["embedded_chunks"] == 2
+            found = cli("server", "--data-dir", str(data), "context", "search", "frobnication score")
+            assert found.code == 0 and "widget.py" in found.out
         finally:
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=60)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
+import signal
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -40,11 +40,16 @@ def add_command(
     name: str = typer.Option(..., "--name", help="Connector name: a-z, 0-9, '-', '_' (max 64)."),
     type_: str = typer.Option(..., "--type", help="filesystem | git"),
     path: Path = typer.Option(..., "--path", help="Root directory (filesystem) or checkout (git)."),
+    embed_generated: bool = typer.Option(
+        False,
+        "--embed-generated",
+        help="Also embed lockfiles, generated, minified and vendored files (default: by words only).",
+    ),
     json_out: bool = _JSON,
 ) -> None:
     """Register a connector (no credentials are stored); run `ivoai server ingest` next."""
     with open_service(ctx) as svc:
-        row = svc.add_connector(name, type_, str(path))
+        row = svc.add_connector(name, type_, str(path), embed_generated=embed_generated)
     if json_out:
         print_json(row.model_dump(mode="json"))
     else:
@@ -67,6 +72,26 @@ def list_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
     )
 
 
+@app.command("set")
+def set_command(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="Connector name."),
+    embed_generated: bool = typer.Option(
+        ...,
+        "--embed-generated/--no-embed-generated",
+        help="Embed lockfiles, generated, minified and vendored files too, or index them by words only.",
+    ),
+    json_out: bool = _JSON,
+) -> None:
+    """Change a connector's options (the next ingest, or a running server, embeds what became pending)."""
+    with open_service(ctx) as svc:
+        changed = svc.set_embed_generated(name, embed_generated)
+    if json_out:
+        print_json({"connector": name, "embed_generated": embed_generated, "chunks_changed": changed})
+    else:
+        info(f"connector {name}: embed_generated={str(embed_generated).lower()} ({changed} chunks changed)")
+
+
 @app.command("remove")
 def remove_command(
     ctx: typer.Context,
@@ -82,50 +107,82 @@ def remove_command(
         info(f"connector {name} removed (its documents and vectors were purged)")
 
 
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[IngestProgress], None] | None]:
-    """A rich progress bar on stderr (documents, chunks, chunks/s, ETA) when stderr is a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+def progress_bar(enabled: bool) -> AbstractContextManager[Callable[[IngestProgress], None] | None]:
+    """Ingest progress on stderr: rich bars on a terminal, plain lines otherwise (`_progress`)."""
+    from ivoai.cli.server._progress import ingest_progress
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn(
-            "{task.fields[docs]} docs  {task.completed}/{task.total} chunks  {task.fields[rate]} chunks/s"
-        ),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        tasks: dict[str, Any] = {}
+    return ingest_progress(enabled)
 
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that the run records what it kept before exiting."""
+
+
+class _GracefulStop:
+    """Ctrl-C or SIGTERM during phase 2 stops after the batch being embedded (its vectors are kept,
+    so no text is embedded twice); during phase 1, or a second time, they stop at once (phase 1
+    loses nothing either: committed batches stay, the next run repairs and continues)."""
+
+    def __init__(self) -> None:
+        self.phase = ""
+        self.signum: int | None = None
+
+    def progress(self, inner: Callable[[IngestProgress], None] | None) -> Callable[[IngestProgress], None]:
         def update(p: IngestProgress) -> None:
-            if p.connector not in tasks:
-                tasks[p.connector] = bar.add_task(p.connector, total=None, docs="0/0", rate="0.0")
-            bar.update(
-                tasks[p.connector],
-                total=max(p.chunks_total, 1) if p.phase != "scan" else None,
-                completed=p.chunks_done if p.phase != "done" else max(p.chunks_total, 1),
-                docs=f"{p.documents_done}/{p.documents_total}",
-                rate=f"{p.chunks_per_second:.1f}",
-                description=f"{p.connector} ({p.phase})",
-            )
+            self.phase = p.phase
+            if inner is not None:
+                inner(p)
 
-        yield update
+        return update
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handler(self, signum: int, frame: object) -> None:
+        if self.signum is not None or self.phase != "embed":
+            raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        self.signum = signum
+        info("stopping after the batch being embedded (press Ctrl-C again to stop at once)")
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def ingest_command(
     ctx: typer.Context,
     connector: str | None = typer.Option(None, "--connector", help="Only this connector (default: all)."),
+    lexical_only: bool = typer.Option(
+        False,
+        "--lexical-only",
+        help="Stop after phase 1 (searchable by words at once); a server or the next ingest embeds.",
+    ),
     json_out: bool = _JSON,
 ) -> None:
-    """Ingest connectors into the context index (incremental; one run at a time)."""
-    with open_service(ctx) as svc, progress_bar(not json_out) as progress:
-        report = svc.ingest(connector, progress=progress)
+    """Ingest connectors: phase 1 makes every document searchable, phase 2 embeds (resumable).
+
+    With a running server the work is done by the server (its admin socket); the output is the same.
+    """
+    from ivoai.server.gateway.local_ops import interrupted_message, open_context_ops
+
+    stop = _GracefulStop()
+    with open_context_ops(data_dir_from(ctx)) as ops:
+        try:
+            with stop.installed(), progress_bar(not json_out) as progress:
+                report = ops.ingest(
+                    connector, stop.progress(progress), embed=not lexical_only, should_stop=stop.requested
+                )
+        except KeyboardInterrupt as exc:
+            info(interrupted_message(ops))
+            raise typer.Exit(143 if isinstance(exc, _Terminated) else 130) from None
+        if stop.signum is not None:
+            info(interrupted_message(ops))
+            raise typer.Exit(143 if stop.signum == signal.SIGTERM else 130)
     if json_out:
         print_json(report.model_dump(mode="json"))
     else:
@@ -140,8 +197,12 @@ def ingest_command(
                 "unchanged",
                 "removed",
                 "skipped",
+                "lexical-only",
                 "embedded",
-                "seconds",
+                "cached",
+                "pending",
+                "index s",
+                "embed s",
             ],
             [
                 [
@@ -153,8 +214,12 @@ def ingest_command(
                     c.unchanged,
                     c.removed,
                     c.skipped,
+                    c.lexical_only_documents,
                     c.chunks_embedded,
-                    c.seconds,
+                    c.chunks_cached,
+                    c.chunks_pending,
+                    f"{c.lexical_seconds:.1f}",
+                    f"{c.embed_seconds:.1f}",
                 ]
                 for c in report.connectors
             ],
@@ -162,5 +227,19 @@ def ingest_command(
         for c in report.connectors:
             if c.message:
                 info(f"{c.connector}: {c.message}")
+            if c.lexical_only_reasons:
+                reasons = ", ".join(f"{n} {why}" for why, n in sorted(c.lexical_only_reasons.items()))
+                info(
+                    f"{c.connector}: indexed by words only, not embedded: {reasons}"
+                    " (`connector set --embed-generated` to change)"
+                )
+        cov = report.coverage
+        if cov is not None and cov.pending_chunks:
+            where = (
+                "the running server embeds them in the background"
+                if report.embedding == "busy"
+                else "run `ivoai server ingest` (or start the server) to embed them"
+            )
+            info(f"{cov.pending_chunks} chunks are searchable by their words only so far; {where}")
     if report.status != "ok":
         raise typer.Exit(1)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from ivoai.cli._output import info, print_json, print_kv, print_table
+from ivoai.cli.server import data_dir_from
 from ivoai.cli.server.connector import open_service, progress_bar
+
+if TYPE_CHECKING:
+    from ivoai.server.context.models import Coverage, HealthResponse
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Search, status and rebuild of the context index."
@@ -25,8 +30,10 @@ def search_command(
     json_out: bool = _JSON,
 ) -> None:
     """Hybrid search (dense + BM25) over ingested documents; text is untrusted document content."""
-    with open_service(ctx) as svc:
-        res = svc.context_search(query, limit=limit, connector=connector, path_prefix=path_prefix)
+    from ivoai.server.gateway.local_ops import open_context_ops
+
+    with open_context_ops(data_dir_from(ctx)) as ops:
+        res = ops.search(query, limit=limit, connector=connector, path_prefix=path_prefix)
     if json_out:
         print_json(res.model_dump(mode="json"))
         return
@@ -34,17 +41,24 @@ def search_command(
         info("no results")
         return
     for r in res.results:
-        sys.stdout.write(f"{r.score:.4f}  {r.connector}:{r.path}  chunk {r.chunk_index}  {r.document_id}\n")
+        words_only = "" if r.embedded else "  (by words only: not embedded)"
+        sys.stdout.write(
+            f"{r.score:.4f}  {r.connector}:{r.path}  chunk {r.chunk_index}  {r.document_id}{words_only}\n"
+        )
         snippet = " ".join(r.text.split())[:240]
         sys.stdout.write(f"    {snippet}\n")
+    cov = res.coverage
+    if cov is not None and cov.pending_chunks:
+        info(_coverage_line(cov))
 
 
 @app.command("status")
 def status_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
-    """Documents, chunks, last run, index backend and embedder."""
-    with open_service(ctx) as svc:
-        health = svc.context_health()
-        connectors = svc.list_connectors()
+    """Documents, chunks, embedding coverage, last run, index backend and embedder."""
+    from ivoai.server.gateway.local_ops import open_context_ops
+
+    with open_context_ops(data_dir_from(ctx)) as ops:
+        health, connectors = ops.status()
     if json_out:
         print_json(
             {
@@ -60,12 +74,17 @@ def status_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
             ("connectors", health.connectors),
             ("documents", health.documents),
             ("chunks", health.chunks),
+            ("embedded", _embedded_line(health)),
             ("bytes", health.bytes),
             ("index", f"{health.index_backend} {health.collection} ({health.index_status})"),
             ("index points", "-" if health.index_points is None else health.index_points),
             ("embedder", health.embedder),
             ("last run", f"{last.get('status', '-')} {last.get('run_id', '')}".strip()),
             ("skipped files", health.skipped_files),
+            (
+                "words only",
+                ", ".join(f"{v['documents']} {k}" for k, v in sorted(health.lexical_only.items())) or "-",
+            ),
         ]
     )
     if connectors:
@@ -75,14 +94,52 @@ def status_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
 
 
 @app.command("rebuild")
-def rebuild_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
-    """Drop the vector index and recreate it deterministically from the catalog."""
+def rebuild_command(
+    ctx: typer.Context,
+    clear_cache: bool = typer.Option(
+        False, "--clear-cache", help="Forget cached vectors too (after the model behind a TEI URL changed)."
+    ),
+    json_out: bool = _JSON,
+) -> None:
+    """Drop the vector index and recreate it from the catalog (cached vectors are reused)."""
     with open_service(ctx) as svc, progress_bar(not json_out) as progress:
+        if clear_cache:
+            svc.cache.clear()
         report = svc.rebuild(progress=progress)
     if json_out:
         print_json(report.model_dump(mode="json"))
     else:
         info(
             f"rebuilt the {report.index_backend} index: {report.documents} documents, {report.chunks} chunks "
+            f"({report.chunks_cached} vectors from the cache, {report.chunks_embedded} embedded) "
             f"in {report.seconds:.1f}s"
         )
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _embedded_line(h: HealthResponse) -> str:
+    line = f"{h.embedded_chunks}/{h.total_chunks} chunks"
+    if h.lexical_only_chunks:
+        line += f" ({h.lexical_only_chunks} lexical-only by rule)"
+    if h.embedding == "running":
+        rate = (
+            f" at {h.embedding_rate_chunks_per_second} chunks/s" if h.embedding_rate_chunks_per_second else ""
+        )
+        return f"{line}; embedding {h.pending_chunks} more{rate}, ETA {_eta(h.estimated_seconds_left)}"
+    if h.embedding == "stopped":
+        return f"{line}; {h.pending_chunks} pending (run `ivoai server ingest` or start the server)"
+    return line
+
+
+def _coverage_line(cov: Coverage) -> str:
+    done = f"{cov.embedded_chunks} of {cov.total_chunks - cov.lexical_only_chunks} chunks embedded"
+    if cov.embedding == "running":
+        eta = _eta(cov.estimated_seconds_left)
+        return f"{done}; the rest are matched by their words until embedded (ETA {eta})"
+    return f"{done}; the rest are matched by their words only (run `ivoai server ingest` to embed them)"

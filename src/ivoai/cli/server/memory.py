@@ -14,7 +14,7 @@ import typer
 from ivoai.cli._output import info, print_json, print_kv, print_table
 from ivoai.cli.server import data_dir_from
 from ivoai.common.errors import TooLargeError, UsageError
-from ivoai.common.limits import KIB, MEMORY_BODY_MAX_BYTES
+from ivoai.common.limits import KIB, MEMORY_BODY_MAX_BYTES, MEMORY_CLI_BACKFILL_PAGES
 
 if TYPE_CHECKING:
     from ivoai.server.memory.service import MemoryService
@@ -29,11 +29,15 @@ PJ_HELP = "Project (default: default; `_global` is shared by every project of th
 
 
 @contextmanager
-def _service(ctx: typer.Context) -> Iterator[MemoryService]:
+def _service(ctx: typer.Context, *, embed: bool = False) -> Iterator[MemoryService]:
+    """The memory service; with `embed`, and no running server to do it, with the context embedder
+    so that pages written here get their vectors (issue 13 item 2)."""
     from ivoai.server.datadir import ServerDataDir
+    from ivoai.server.gateway.local_ops import cli_memory_embedder
     from ivoai.server.memory.service import MemoryService
 
-    service = MemoryService.open(ServerDataDir(data_dir_from(ctx)).ensure())
+    data = ServerDataDir(data_dir_from(ctx)).ensure()
+    service = MemoryService.open(data, embedder=cli_memory_embedder(data) if embed else None)
     try:
         yield service
     finally:
@@ -180,16 +184,49 @@ def write_command(
         }.items()
         if v is not None
     }
-    with _service(ctx) as service:
+    with _service(ctx, embed=True) as service:
         result = write_document(
             service, workspace, project, path, text, overrides=overrides, expected_version=expected_version
         )
+        backfilled = service.embed_missing(max_pages=MEMORY_CLI_BACKFILL_PAGES)
+    if not result.embedded:
+        from ivoai.server.datadir import ServerDataDir
+        from ivoai.server.gateway.local_ops import wake_gateway
+
+        wake_gateway(ServerDataDir(data_dir_from(ctx)))  # a running server embeds it now
     if json_out:
         print_json(result.model_dump(mode="json"))
         return
     if result.redacted:
         info(f"redacted before storing: {', '.join(result.redacted)}")
+    if backfilled:
+        info(f"embedded {backfilled} other pages that had no vector yet")
     sys.stdout.write(f"wrote {result.workspace}/{result.project}/{result.path} version {result.version}\n")
+
+
+@app.command("embed")
+def embed_command(
+    ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
+    """Embed every page without a vector (hook pages, pages written while no embedder ran).
+
+    A running server does this in the background; this runs it now, here.
+    """
+    from ivoai.server.datadir import ServerDataDir
+    from ivoai.server.gateway.local_ops import cli_memory_embedder
+
+    data = ServerDataDir(data_dir_from(ctx)).ensure()
+    if cli_memory_embedder(data) is None:
+        info("the running server embeds memory pages in the background; `memory status` shows its progress")
+    with _service(ctx, embed=True) as service:
+        embedded = service.embed_missing()
+        status = service.memory_status()
+    if json_out:
+        print_json({"embedded": embedded, "embedded_pages": status.embedded_pages, "pages": status.pages})
+        return
+    sys.stdout.write(
+        f"embedded {embedded} pages; {status.embedded_pages} of {status.pages} pages have vectors\n"
+    )
 
 
 @app.command("delete")

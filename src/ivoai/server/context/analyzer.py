@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,9 +143,9 @@ def sparse_document(text: str) -> Sparse:
     """The BM25 document vector of `text` (term-frequency part; the engine applies IDF)."""
     toks = tokens(text)
     counts: dict[int, int] = {}
-    for t in toks:
+    for t, tf in Counter(toks).items():  # hash each distinct token once (same vector as per occurrence)
         i = token_index(t)
-        counts[i] = counts.get(i, 0) + 1
+        counts[i] = counts.get(i, 0) + tf
     norm = BM25_K1 * (1 - BM25_B + BM25_B * len(toks) / BM25_AVG_LEN)
     return _sorted({i: tf * (BM25_K1 + 1) / (tf + norm) for i, tf in counts.items()})
 

@@ -20,10 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from ivoai.common.fsio import PRIVATE_FILE_MODE, ensure_private_dir
+from ivoai.common.procid import is_alive, own_marker
 from ivoai.server.context.errors import ConnectorExistsError, ConnectorNotFoundError
 
 CATALOG_FILE = "catalog.sqlite3"
 BUSY_TIMEOUT_MS = 10_000  # a concurrent writer (ingest vs connector remove) finishes a batch within this
+
+# chunks.dense: whether the chunk's index point has its dense vector
+DENSE_PENDING = 0  # written with its BM25 vector only; phase 2 embeds it
+DENSE_EMBEDDED = 1  # the point has both vectors
+DENSE_LEXICAL_ONLY = 2  # a lockfile, generated or minified document: not embedded by rule
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class ChunkRow:
     index: int
     start: int
     end: int
+    dense: int = DENSE_PENDING
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,30 @@ class ChunkHit:
     end: int
     text: str
     updated_at: float
+    dense: int = DENSE_EMBEDDED
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    """A chunk whose point still lacks its dense vector, with the text to embed."""
+
+    chunk_id: str
+    document_id: str
+    connector: str
+    path: str
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many chunks have their dense vector: embedded + pending + lexical_only = total."""
+
+    total: int
+    embedded: int
+    pending: int
+    lexical_only: int
+    pending_documents: int
 
 
 def _script(db: sqlite3.Connection, sql: str) -> None:
@@ -111,11 +142,24 @@ def _m1(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m1,)
+def _m2(db: sqlite3.Connection) -> None:
+    """Two-phase ingestion: per-chunk dense state; the process behind a run (to tell dead runs)."""
+    _script(
+        db,
+        """
+        ALTER TABLE chunks ADD COLUMN dense INTEGER NOT NULL DEFAULT 1;
+        CREATE INDEX chunks_not_embedded ON chunks(dense) WHERE dense != 1;
+        ALTER TABLE runs ADD COLUMN pid INTEGER;
+        ALTER TABLE runs ADD COLUMN pid_marker TEXT NOT NULL DEFAULT ''
+        """,
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m1, _m2)
 
 _RESOLVE_SQL = (
     "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
-    " substr(d.body, c.start + 1, c.end - c.start) AS text, d.updated_at"
+    " substr(d.body, c.start + 1, c.end - c.start) AS text, d.updated_at, c.dense"
     " FROM chunks c JOIN documents d USING(document_id)"
     " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
     " WHERE c.chunk_id IN ({marks})"
@@ -125,13 +169,13 @@ _RESOLVE_SQL = (
 _EXACT_FLOAT_RANGE = 1e15
 _RESOLVE_AS_ONE_ROW = (
     "json_group_array(json_array(chunk_id, document_id, connector, path, idx, start, end, text,"
-    f" CASE WHEN abs(updated_at) < {_EXACT_FLOAT_RANGE:.0f} THEN printf('%!.17g', updated_at) END))"
+    f" CASE WHEN abs(updated_at) < {_EXACT_FLOAT_RANGE:.0f} THEN printf('%!.17g', updated_at) END, dense))"
 )
 
 
 def _resolve_rows(db: sqlite3.Connection, part: list[str], out: dict[str, ChunkHit]) -> None:
     for r in db.execute(_RESOLVE_SQL.format(marks=",".join("?" * len(part))), part):
-        out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+        out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
 
 
 class Catalog:
@@ -194,8 +238,10 @@ class Catalog:
         self._local = threading.local()
 
     # --------------------------------------------------------------------------------- connectors
-    def add_connector(self, name: str, type_: str, path: str) -> ConnectorRow:
-        """Insert a connector definition (no credentials are ever stored)."""
+    def add_connector(
+        self, name: str, type_: str, path: str, options: dict[str, Any] | None = None
+    ) -> ConnectorRow:
+        """Insert a connector definition with its options (no credentials are ever stored)."""
         now = time.time()
         with self.tx() as db:
             if db.execute("SELECT 1 FROM connectors WHERE name=?", (name,)).fetchone():
@@ -203,8 +249,8 @@ class Catalog:
                     f"connector {name!r} already exists; remove it first or pick another --name"
                 )
             db.execute(
-                "INSERT INTO connectors(name, type, path, created_at) VALUES(?,?,?,?)",
-                (name, type_, path, now),
+                "INSERT INTO connectors(name, type, path, created_at, metadata) VALUES(?,?,?,?,?)",
+                (name, type_, path, now, json.dumps(options or {}, sort_keys=True)),
             )
         return ConnectorRow(name, type_, path, now, "active")
 
@@ -290,12 +336,11 @@ class Catalog:
             if not self.connector_active(db, connector):
                 return None
             for d in docs:
-                old = {
-                    r[0]
-                    for r in db.execute("SELECT chunk_id FROM chunks WHERE document_id=?", (d.document_id,))
-                }
+                old = dict(
+                    db.execute("SELECT chunk_id, dense FROM chunks WHERE document_id=?", (d.document_id,))
+                )
                 new = {c.chunk_id for c in d.chunks}
-                stale |= old - new
+                stale |= set(old) - new
                 prev = db.execute(
                     "SELECT first_seen FROM documents WHERE document_id=?", (d.document_id,)
                 ).fetchone()
@@ -317,9 +362,21 @@ class Catalog:
                         d.body,
                     ),
                 )
+                # a kept chunk keeps its point, and with it a dense vector it already has
                 db.executemany(
-                    "INSERT OR REPLACE INTO chunks(chunk_id, document_id, idx, start, end) VALUES(?,?,?,?,?)",
-                    [(c.chunk_id, d.document_id, c.index, c.start, c.end) for c in d.chunks],
+                    "INSERT OR REPLACE INTO chunks(chunk_id, document_id, idx, start, end, dense)"
+                    " VALUES(?,?,?,?,?,?)",
+                    [
+                        (
+                            c.chunk_id,
+                            d.document_id,
+                            c.index,
+                            c.start,
+                            c.end,
+                            DENSE_EMBEDDED if old.get(c.chunk_id) == DENSE_EMBEDDED else c.dense,
+                        )
+                        for c in d.chunks
+                    ],
                 )
                 db.execute("DELETE FROM skipped WHERE connector=? AND path=?", (connector, d.path))
         return stale
@@ -383,7 +440,7 @@ class Catalog:
                 _resolve_rows(db, part, out)
                 continue
             for r in rows:
-                out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], float(r[8]))
+                out[r[0]] = ChunkHit(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], float(r[8]), r[9])
         return out
 
     def resolve_chunks_by_row(self, ids: Sequence[str]) -> dict[str, ChunkHit]:
@@ -398,7 +455,7 @@ class Catalog:
         """All chunks of a document in order (used by merge and rebuild)."""
         q = (
             "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
-            " substr(d.body, c.start + 1, c.end - c.start), d.updated_at"
+            " substr(d.body, c.start + 1, c.end - c.start), d.updated_at, c.dense"
             " FROM chunks c JOIN documents d USING(document_id) WHERE c.document_id=? ORDER BY c.idx"
         )
         return [ChunkHit(*tuple(r)) for r in self._db().execute(q, (document_id,))]
@@ -467,12 +524,154 @@ class Catalog:
         )
         return int(r[0]), int(r[1])
 
+    # ------------------------------------------------------------------------------ dense coverage
+    def pending_chunks(self, limit: int, connector: str | None = None) -> list[PendingChunk]:
+        """Up to `limit` chunks of active connectors still lacking their dense vector, in write order
+        (documents in path order, chunks in order, so documents complete one after another)."""
+        q = (
+            "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx,"
+            " substr(d.body, c.start + 1, c.end - c.start)"
+            " FROM chunks c JOIN documents d USING(document_id)"
+            " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
+            " WHERE c.dense != 1 AND c.dense = 0"  # `!= 1` lets SQLite use the partial index
+            + (" AND d.connector = ?" if connector else "")
+            + " ORDER BY c.rowid LIMIT ?"
+        )
+        args: tuple[Any, ...] = (connector, limit) if connector else (limit,)
+        return [PendingChunk(*tuple(r)) for r in self._db().execute(q, args)]
+
+    def live_pending(self, db: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` are still pending chunks of active connectors (inside the caller's transaction)."""
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            out.update(
+                r[0]
+                for r in db.execute(
+                    "SELECT c.chunk_id FROM chunks c JOIN documents d USING(document_id)"
+                    " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
+                    f" WHERE c.dense = 0 AND c.chunk_id IN ({','.join('?' * len(part))})",
+                    part,
+                )
+            )
+        return out
+
+    def overview_chunks(
+        self, connector: str | None, path_prefix: str | None, limit: int = 200
+    ) -> list[tuple[str, str, int]]:
+        """(chunk ID, path, chunk index) of the first two chunks of READMEs and docs pages (active
+        connectors; optionally one connector and below one directory): candidates for questions
+        about a project as a whole."""
+        q = (
+            "SELECT c.chunk_id, d.path, c.idx FROM chunks c JOIN documents d USING(document_id)"
+            " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
+            " WHERE c.idx <= 1 AND (lower(d.path) LIKE 'readme%' OR lower(d.path) LIKE '%/readme%'"
+            " OR d.path LIKE 'docs/%' OR d.path LIKE 'doc/%' OR d.path LIKE 'documentation/%')"
+        )
+        args: list[Any] = []
+        if connector:
+            q += " AND d.connector = ?"
+            args.append(connector)
+        if path_prefix:
+            q += " AND (d.path = ? OR substr(d.path, 1, ?) = ?)"
+            args.extend([path_prefix, len(path_prefix) + 1, path_prefix + "/"])
+        q += " ORDER BY d.path, c.idx LIMIT ?"
+        args.append(limit)
+        return [(r[0], r[1], int(r[2])) for r in self._db().execute(q, args)]
+
+    def mark_embedded(self, db: sqlite3.Connection, ids: Sequence[str]) -> None:
+        """Record that these chunks' points have their dense vector (inside the caller's transaction)."""
+        db.executemany("UPDATE chunks SET dense=1 WHERE chunk_id=?", [(i,) for i in ids])
+
+    def not_embedded(self, ids: Sequence[str]) -> dict[str, int]:
+        """chunk ID -> DENSE_PENDING | DENSE_LEXICAL_ONLY for those of `ids` without a dense vector."""
+        out: dict[str, int] = {}
+        db = self._db()
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            out.update(
+                db.execute(
+                    "SELECT chunk_id, dense FROM chunks WHERE dense != 1"
+                    f" AND chunk_id IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+            )
+        return out
+
+    def coverage(self, connector: str | None = None) -> Coverage:
+        """Chunk counts by dense state (every connector, or one)."""
+        db = self._db()
+        if connector is None:  # the partial index holds only the chunks without a dense vector
+            total = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            counts = dict(
+                db.execute("SELECT dense, count(*) FROM chunks WHERE dense != 1 GROUP BY dense").fetchall()
+            )
+            docs = db.execute(
+                "SELECT count(DISTINCT document_id) FROM chunks WHERE dense != 1 AND dense = 0"
+            ).fetchone()[0]
+        else:
+            base = " FROM chunks c JOIN documents d USING(document_id) WHERE d.connector = ?"
+            counts = dict(db.execute("SELECT c.dense, count(*)" + base + " GROUP BY c.dense", (connector,)))
+            total = sum(int(v) for v in counts.values())
+            docs = db.execute(
+                "SELECT count(DISTINCT c.document_id)" + base + " AND c.dense = 0", (connector,)
+            ).fetchone()[0]
+        pending = int(counts.get(DENSE_PENDING, 0))
+        lexical = int(counts.get(DENSE_LEXICAL_ONLY, 0))
+        return Coverage(total, total - pending - lexical, pending, lexical, int(docs))
+
+    def lexical_only_summary(self, connector: str | None = None) -> dict[str, dict[str, int]]:
+        """reason -> {documents, chunks} for documents indexed lexically only by rule."""
+        q = (
+            "SELECT json_extract(d.metadata, '$.lexical_only') AS reason, count(DISTINCT d.document_id),"
+            " count(c.chunk_id) FROM documents d LEFT JOIN chunks c USING(document_id)"
+            " WHERE json_extract(d.metadata, '$.lexical_only') IS NOT NULL"
+            + (" AND d.connector = ?" if connector else "")
+            + " GROUP BY reason ORDER BY reason"
+        )
+        args: tuple[str, ...] = (connector,) if connector else ()
+        return {r[0]: {"documents": int(r[1]), "chunks": int(r[2])} for r in self._db().execute(q, args)}
+
+    # ------------------------------------------------------------------------- connector options
+    def connector_options(self, name: str) -> dict[str, Any]:
+        """The connector's options (`embed_generated`), from its metadata column."""
+        r = self._db().execute("SELECT metadata FROM connectors WHERE name=?", (name,)).fetchone()
+        if r is None:
+            raise ConnectorNotFoundError(f"no connector named {name!r} (see `ivoai server connector list`)")
+        loaded = json.loads(r[0] or "{}")
+        return loaded if isinstance(loaded, dict) else {}
+
+    def set_embed_generated(self, name: str, embed: bool) -> int:
+        """Set the connector's `embed_generated` option and move its rule-based lexical-only chunks
+        to pending (embed) or back (not yet embedded ones only); returns how many chunks changed."""
+        with self.tx() as db:
+            r = db.execute("SELECT metadata FROM connectors WHERE name=?", (name,)).fetchone()
+            if r is None:
+                raise ConnectorNotFoundError(
+                    f"no connector named {name!r} (see `ivoai server connector list`)"
+                )
+            meta = json.loads(r[0] or "{}")
+            meta["embed_generated"] = embed
+            db.execute(
+                "UPDATE connectors SET metadata=? WHERE name=?", (json.dumps(meta, sort_keys=True), name)
+            )
+            old, new = (DENSE_LEXICAL_ONLY, DENSE_PENDING) if embed else (DENSE_PENDING, DENSE_LEXICAL_ONLY)
+            return int(
+                db.execute(
+                    "UPDATE chunks SET dense=? WHERE dense=? AND document_id IN (SELECT document_id FROM"
+                    " documents WHERE connector=? AND json_extract(metadata, '$.lexical_only') IS NOT NULL)",
+                    (new, old, name),
+                ).rowcount
+            )
+
     # --------------------------------------------------------------------------------------- runs
     def start_run(self, run_id: str, connector: str | None) -> None:
+        pid, marker = own_marker()
         with self.tx() as db:
             db.execute(
-                "INSERT INTO runs(run_id, started_at, status, connector) VALUES(?,?,?,?)",
-                (run_id, time.time(), "running", connector),
+                "INSERT INTO runs(run_id, started_at, status, connector, pid, pid_marker)"
+                " VALUES(?,?,?,?,?,?)",
+                (run_id, time.time(), "running", connector, pid, marker),
             )
 
     def finish_run(self, run_id: str, status: str, stats: dict[str, Any]) -> None:
@@ -483,27 +682,34 @@ class Catalog:
             )
 
     def interrupted_runs(self) -> list[str]:
-        """Runs that never finished (the process died); the next run repairs the index."""
+        """Runs that never finished (the process died); the next run repairs the index.
+
+        Called with the ingestion lock held, so no `running` row belongs to a live run.
+        """
         return [r[0] for r in self._db().execute("SELECT run_id FROM runs WHERE status='running'")]
 
     def last_run(self) -> dict[str, Any] | None:
         r = (
             self._db()
             .execute(
-                "SELECT run_id, started_at, finished_at, status, connector, stats FROM runs"
+                "SELECT run_id, started_at, finished_at, status, connector, stats, pid, pid_marker FROM runs"
                 " ORDER BY started_at DESC LIMIT 1"
             )
             .fetchone()
         )
         if r is None:
             return None
+        status = r[3]
+        if status == "running" and not (r[6] is not None and is_alive(int(r[6]), str(r[7]))):
+            status = "interrupted"  # its process is gone (killed): the next run repairs and continues
         return {
             "run_id": r[0],
             "started_at": r[1],
             "finished_at": r[2],
-            "status": r[3],
+            "status": status,
             "connector": r[4],
             "stats": json.loads(r[5]),
+            "pid": r[6],
         }
 
     def get_meta(self, key: str) -> str | None:

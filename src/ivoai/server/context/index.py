@@ -49,7 +49,7 @@ SearchMode = Literal["hybrid", "dense", "lexical"]
 @dataclass(frozen=True)
 class IndexPoint:
     point_id: str
-    vector: list[float]
+    vector: list[float] | None  # None: written with its BM25 vector only (phase 1); `set_dense` adds it
     text: str  # for the BM25 sparse vector; not stored in the payload (the catalog holds text)
     payload: dict[str, Any]
 
@@ -78,10 +78,14 @@ class VectorIndex(Protocol):
     backend: str
 
     def upsert(self, points: Sequence[IndexPoint]) -> None: ...
+    def set_dense(self, vectors: Sequence[tuple[str, list[float]]]) -> None: ...
+    def candidates(self, spec: SearchSpec) -> tuple[list[Hit], list[Hit]]: ...
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]: ...
     def delete_ids(self, ids: Sequence[str]) -> None: ...
     def delete_connector(self, connector: str) -> None: ...
     def search(self, spec: SearchSpec) -> list[Hit]: ...
     def iter_ids(self) -> Iterator[str]: ...
+    def iter_dense(self) -> Iterator[list[tuple[str, list[float]]]]: ...
     def count(self) -> int: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
@@ -115,6 +119,13 @@ def _edge_sparse(vec: Sparse) -> Any:
     import qdrant_edge as qe
 
     return qe.SparseVector(indices=vec.indices, values=vec.values)
+
+
+def _edge_vectors(point: IndexPoint) -> dict[str, Any]:
+    vectors: dict[str, Any] = {SPARSE: _edge_sparse(point_sparse(point))}
+    if point.vector is not None:
+        vectors[DENSE] = point.vector
+    return vectors
 
 
 def _search_threads() -> int:
@@ -241,14 +252,25 @@ class EdgeIndex:
 
         for i in range(0, len(points), CONTEXT_INDEX_UPSERT_BATCH):
             batch = [
-                qe.Point(
-                    id=p.point_id,
-                    vector={DENSE: p.vector, SPARSE: _edge_sparse(point_sparse(p))},
-                    payload=p.payload,
-                )
+                qe.Point(id=p.point_id, vector=_edge_vectors(p), payload=p.payload)
                 for p in points[i : i + CONTEXT_INDEX_UPSERT_BATCH]
             ]
             self._call(self._shard.update, qe.UpdateOperation.upsert_points(batch))
+
+    def set_dense(self, vectors: Sequence[tuple[str, list[float]]]) -> None:
+        """Add (or replace) the dense vector of existing points; their BM25 vector and payload stay.
+
+        Every point must exist (the engine refuses the batch otherwise): callers check under the
+        data directory's write lock that the chunks are still in the catalog.
+        """
+        import qdrant_edge as qe
+
+        for i in range(0, len(vectors), CONTEXT_INDEX_UPSERT_BATCH):
+            batch = [
+                qe.PointVectors(id=pid, vector={DENSE: vec})
+                for pid, vec in vectors[i : i + CONTEXT_INDEX_UPSERT_BATCH]
+            ]
+            self._call(self._shard.update, qe.UpdateOperation.update_vectors(batch))
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         """Delete points by ID (missing IDs are ignored)."""
@@ -273,11 +295,16 @@ class EdgeIndex:
             return self._run([self._request(spec, "dense", spec.limit)])[0]
         if spec.mode == "lexical":
             return self._run([self._request(spec, "lexical", spec.limit)])[0]
+        dense, lexical = self.candidates(spec)
+        return fuse(dense, lexical, spec.limit)
+
+    def candidates(self, spec: SearchSpec) -> tuple[list[Hit], list[Hit]]:
+        """The dense and the lexical candidate lists of a hybrid search (best first, unfused)."""
         depth = max(spec.prefetch, spec.limit)
         # One engine batch for both candidate lists: one pass over the segments, one GIL release.
         requests = [self._request(spec, "dense", depth), self._request(spec, "lexical", depth)]
         dense, lexical = self._run(requests)
-        return fuse(dense, lexical, spec.limit)
+        return dense, lexical
 
     def _request(self, spec: SearchSpec, mode: str, limit: int) -> Any:
         """The engine request for one candidate list, or None when it cannot match anything."""
@@ -330,6 +357,32 @@ class EdgeIndex:
             )
             for r in records:
                 yield str(r.id)
+            if offset is None:
+                return
+
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The dense vectors of those points that have one."""
+        if not ids:
+            return {}
+        records = self._call(self._shard.retrieve, list(ids), False, [DENSE])
+        return {str(r.id): list(r.vector[DENSE]) for r in records if r.vector and DENSE in r.vector}
+
+    def iter_dense(self) -> Iterator[list[tuple[str, list[float]]]]:
+        """Pages of (point ID, dense vector) for every point that has one (rebuild saves them)."""
+        import qdrant_edge as qe
+
+        flt = qe.Filter(must=[qe.HasVectorCondition(DENSE)])
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                self._shard.scroll,
+                qe.ScrollRequest(
+                    offset=offset, limit=500, filter=flt, with_payload=False, with_vector=[DENSE]
+                ),
+            )
+            page = [(str(r.id), list(r.vector[DENSE])) for r in records if r.vector and DENSE in r.vector]
+            if page:
+                yield page
             if offset is None:
                 return
 
@@ -417,12 +470,24 @@ class QdrantIndex:
             batch = [
                 m.PointStruct(
                     id=p.point_id,
-                    vector={DENSE: p.vector, SPARSE: self._sparse(point_sparse(p))},
+                    vector={SPARSE: self._sparse(point_sparse(p))}
+                    | ({DENSE: p.vector} if p.vector is not None else {}),
                     payload=p.payload,
                 )
                 for p in points[i : i + CONTEXT_INDEX_UPSERT_BATCH]
             ]
             self._call(self.client.upsert, self.collection, batch, wait=True)
+
+    def set_dense(self, vectors: Sequence[tuple[str, list[float]]]) -> None:
+        """Add (or replace) the dense vector of existing points (see `EdgeIndex.set_dense`)."""
+        from qdrant_client import models as m
+
+        for i in range(0, len(vectors), CONTEXT_INDEX_UPSERT_BATCH):
+            batch = [
+                m.PointVectors(id=pid, vector={DENSE: vec})
+                for pid, vec in vectors[i : i + CONTEXT_INDEX_UPSERT_BATCH]
+            ]
+            self._call(self.client.update_vectors, self.collection, points=batch, wait=True)
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         """Delete points by ID."""
@@ -444,8 +509,13 @@ class QdrantIndex:
             return self._query(spec, "dense", spec.limit)
         if spec.mode == "lexical":
             return self._query(spec, "lexical", spec.limit)
+        dense, lexical = self.candidates(spec)
+        return fuse(dense, lexical, spec.limit)
+
+    def candidates(self, spec: SearchSpec) -> tuple[list[Hit], list[Hit]]:
+        """The dense and the lexical candidate lists of a hybrid search (best first, unfused)."""
         depth = max(spec.prefetch, spec.limit)
-        return fuse(self._query(spec, "dense", depth), self._query(spec, "lexical", depth), spec.limit)
+        return self._query(spec, "dense", depth), self._query(spec, "lexical", depth)
 
     def _query(self, spec: SearchSpec, mode: str, limit: int) -> list[Hit]:
         flt = self._filter(spec)
@@ -487,6 +557,39 @@ class QdrantIndex:
             )
             for r in records:
                 yield str(r.id)
+            if offset is None:
+                return
+
+    def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The dense vectors of those points that have one."""
+        if not ids:
+            return {}
+        records = self._call(self.client.retrieve, self.collection, list(ids), with_vectors=[DENSE])
+        return {
+            str(r.id): list(r.vector[DENSE])
+            for r in records
+            if isinstance(r.vector, dict) and DENSE in r.vector
+        }
+
+    def iter_dense(self) -> Iterator[list[tuple[str, list[float]]]]:
+        """Pages of (point ID, dense vector) for every point that has one."""
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                self.client.scroll,
+                self.collection,
+                limit=500,
+                offset=offset,
+                with_payload=False,
+                with_vectors=[DENSE],
+            )
+            page = [
+                (str(r.id), list(r.vector[DENSE]))
+                for r in records
+                if isinstance(r.vector, dict) and DENSE in r.vector
+            ]
+            if page:
+                yield page
             if offset is None:
                 return
 

@@ -12,6 +12,22 @@ UNTRUSTED_NOTICE = (
 )
 
 
+class Coverage(BaseModel):
+    """How much of the index has dense vectors; the rest is searched lexically until phase 2 reaches it."""
+
+    embedded_chunks: int
+    total_chunks: int
+    pending_chunks: int
+    lexical_only_chunks: int = Field(description="lockfiles, generated and minified text: never embedded")
+    estimated_seconds_left: float | None = Field(
+        description="pending chunks at the last measured embedding rate; null while unknown or stopped"
+    )
+    embedding: Literal["complete", "running", "stopped"] = Field(
+        description="complete: nothing pending; running: a process is embedding; stopped: pending, "
+        "nobody embedding (run `ivoai server ingest` or start the server)"
+    )
+
+
 class SearchResult(BaseModel):
     document_id: str
     connector: str
@@ -23,6 +39,9 @@ class SearchResult(BaseModel):
     start: int = Field(description="code-point offset of `text` in the document")
     end: int
     url: str
+    embedded: bool = Field(
+        default=True, description="false: ranked by its words only (not embedded yet, or lexical-only)"
+    )
     truncated: bool = False
     trust: Literal["untrusted"] = "untrusted"
 
@@ -33,6 +52,7 @@ class SearchResponse(BaseModel):
     notice: str = UNTRUSTED_NOTICE
     budget_bytes: int | None = None
     truncated: bool = False
+    coverage: Coverage | None = None
 
 
 class DocumentResponse(BaseModel):
@@ -81,6 +101,16 @@ class HealthResponse(BaseModel):
     embedder: str
     last_run: dict[str, Any] | None
     skipped_files: int
+    embedded_chunks: int = 0
+    total_chunks: int = 0
+    pending_chunks: int = 0
+    lexical_only_chunks: int = 0
+    estimated_seconds_left: float | None = None
+    embedding: Literal["complete", "running", "stopped"] = "complete"
+    embedding_rate_chunks_per_second: float | None = None
+    lexical_only: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="reason -> {documents, chunks} indexed lexically only by rule"
+    )
 
 
 class ConnectorInfo(BaseModel):
@@ -106,6 +136,14 @@ class ConnectorRunReport(BaseModel):
     chunks_embedded: int
     chunks_reused: int
     seconds: float
+    chunks_written: int = 0
+    chunks_cached: int = 0
+    chunks_lexical_only: int = 0
+    chunks_pending: int = 0
+    lexical_only_documents: int = 0
+    lexical_only_reasons: dict[str, int] = Field(default_factory=dict)
+    lexical_seconds: float = 0.0
+    embed_seconds: float = 0.0
 
 
 class IngestReport(BaseModel):
@@ -113,6 +151,12 @@ class IngestReport(BaseModel):
     status: Literal["ok", "partial"]
     connectors: list[ConnectorRunReport]
     repaired_points: int = 0
+    embedding: Literal["done", "lexical_only", "busy", "interrupted"] = Field(
+        default="done",
+        description="done: phase 2 ran to the end; lexical_only: not run (--lexical-only); busy: another "
+        "process (a running server) embeds the pending chunks; interrupted: stopped early",
+    )
+    coverage: Coverage | None = None
 
 
 class RebuildReport(BaseModel):
@@ -120,6 +164,9 @@ class RebuildReport(BaseModel):
     chunks: int
     index_backend: str
     seconds: float
+    chunks_cached: int = 0
+    chunks_embedded: int = 0
+    chunks_pending: int = 0
 
 
 class ChatGptSearchHit(BaseModel):

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from ivoai.common.errors import IvoaiError
@@ -25,8 +25,10 @@ from ivoai.common.limits import (
     CONTEXT_BUDGET_MIN_BYTES,
     CONTEXT_CONNECTOR_NAME_MAX_CHARS,
     CONTEXT_CONNECTORS_MAX,
+    CONTEXT_DENSE_BATCH_CHUNKS,
     CONTEXT_DENSE_FLOOR,
-    CONTEXT_EMBED_BATCH_SIZE,
+    CONTEXT_HYBRID_DENSE_WEIGHT,
+    CONTEXT_LEXICAL_BATCH_CHUNKS,
     CONTEXT_PREFETCH_MIN,
     CONTEXT_QUERY_MAX_CHARS,
     CONTEXT_RECENT_MAX_RESULTS,
@@ -34,9 +36,18 @@ from ivoai.common.limits import (
     INGEST_LOCK_WAIT_SECONDS,
     SEARCH_MAX_RESULTS,
 )
-from ivoai.server.context.catalog import Catalog, ChunkHit
+from ivoai.server.context import ranking
+from ivoai.server.context.activity import ForegroundActivity
+from ivoai.server.context.catalog import (
+    DENSE_EMBEDDED,
+    DENSE_LEXICAL_ONLY,
+    DENSE_PENDING,
+    Catalog,
+    ChunkHit,
+)
 from ivoai.server.context.chunker import merge_texts
-from ivoai.server.context.embeddings import Embedder, make_embedder
+from ivoai.server.context.dense import DenseFiller, EmbedStats, read_worker
+from ivoai.server.context.embeddings import Embedder, cache_identity, make_embedder
 from ivoai.server.context.errors import (
     DocumentNotFoundError,
     IngestRunningError,
@@ -46,11 +57,13 @@ from ivoai.server.context.errors import (
 from ivoai.server.context.index import (
     COLLECTION,
     EdgeIndex,
+    Hit,
     IndexPoint,
     QdrantIndex,
     SearchMode,
     SearchSpec,
     VectorIndex,
+    path_prefixes,
 )
 from ivoai.server.context.ingest import Ingestor, IngestProgress
 from ivoai.server.context.models import (
@@ -59,6 +72,7 @@ from ivoai.server.context.models import (
     ChatGptSearchResponse,
     ConnectorInfo,
     ConnectorRunReport,
+    Coverage,
     DocumentResponse,
     HealthResponse,
     IngestReport,
@@ -68,13 +82,18 @@ from ivoai.server.context.models import (
     SearchResponse,
     SearchResult,
 )
+from ivoai.server.context.ranking import hybrid_scores, overview_prior, project_question, with_prior
 from ivoai.server.context.settings import ContextSettings, load_settings, read_key_file
 from ivoai.server.context.sources import git_ls_files, open_root
+from ivoai.server.context.vector_cache import VectorCache
 from ivoai.server.datadir import ServerDataDir
 
 CONNECTOR_NAME = re.compile(rf"^[a-z0-9][a-z0-9_-]{{0,{CONTEXT_CONNECTOR_NAME_MAX_CHARS - 1}}}$")
 INGEST_LOCK = "context-ingest.lock"
+EMBED_LOCK = "context-embed.lock"  # phase 2: one embedding process per data directory
 INDEX_SCHEMA_META = "index_schema"  # catalog meta: the collection (schema) the index was last built as
+INDEX_EMBEDDER_META = "index_embedder"  # catalog meta: the embedder identity of the index's dense vectors
+COVERAGE_TTL_SECONDS = 1.0  # searches report coverage at most this old (counting scans the chunk table)
 ProgressFn = Callable[[IngestProgress], None]
 
 
@@ -104,10 +123,13 @@ class ContextService:
         self.data_dir = data_dir
         self.settings = settings
         self.catalog = Catalog(data_dir.context, data_dir.root)
+        self.cache = VectorCache(data_dir.index, data_dir.root)
+        self.activity = ForegroundActivity()  # searches in flight: background embedding yields to them
         self._embedder = embedder
         self._owns_embedder = False  # made here from the settings (then closed here), not passed in
         self._index = index
         self._lock = threading.Lock()
+        self._coverage: tuple[float, Coverage] | None = None
 
     @classmethod
     def open(
@@ -125,6 +147,7 @@ class ContextService:
                 self._index = None
             embedder = self._embedder if self._owns_embedder else None
         self.catalog.close()
+        self.cache.close()
         closer = getattr(embedder, "close", None)
         if callable(closer):
             closer()
@@ -166,8 +189,13 @@ class ContextService:
         return QdrantIndex(QdrantClient(url=self.settings.qdrant_url, api_key=key, timeout=30))
 
     # ---------------------------------------------------------------------------------- connectors
-    def add_connector(self, name: str, type_: str, path: str) -> ConnectorInfo:
+    def add_connector(
+        self, name: str, type_: str, path: str, *, embed_generated: bool = False
+    ) -> ConnectorInfo:
         """Register a filesystem or git connector after checking its root.
+
+        `embed_generated`: also embed lockfiles, generated, minified and vendored files (by default
+        they are indexed lexically only).
 
         Raises:
             InvalidConnectorError: bad name, type or path (the message names which and why).
@@ -186,7 +214,9 @@ class ContextService:
         os.close(open_root(real))
         if type_ == "git":
             git_ls_files(real)
-        row = self.catalog.add_connector(name, type_, real)
+        row = self.catalog.add_connector(
+            name, type_, real, {"embed_generated": True} if embed_generated else {}
+        )
         return ConnectorInfo(
             name=row.name,
             type="git" if type_ == "git" else "filesystem",
@@ -196,6 +226,17 @@ class ContextService:
             documents=0,
             bytes=0,
         )
+
+    def set_embed_generated(self, name: str, embed: bool) -> int:
+        """Change a connector's `embed_generated` option; returns how many chunks changed state
+        (they become pending and are embedded by the next phase 2, or stop waiting for it).
+
+        Raises:
+            ConnectorNotFoundError: no such connector.
+        """
+        changed = self.catalog.set_embed_generated(name, embed)
+        self._coverage = None
+        return changed
 
     def list_connectors(self) -> list[ConnectorInfo]:
         """Every connector with its document and byte counts."""
@@ -228,11 +269,19 @@ class ContextService:
         self.catalog.purge_connector(name)
 
     # ----------------------------------------------------------------------------------- ingestion
-    def ingest(self, connector: str | None = None, progress: ProgressFn | None = None) -> IngestReport:
-        """Ingest one connector (or all) incrementally; one run at a time per data directory.
+    def ingest(
+        self,
+        connector: str | None = None,
+        progress: ProgressFn | None = None,
+        *,
+        embed: bool = True,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> IngestReport:
+        """Phase 1 (lexical: everything searchable), then with `embed` phase 2 (dense) for the
+        connectors just ingested; one phase 1 and one phase 2 at a time per data directory.
 
         Raises:
-            IngestRunningError: another run holds the lock.
+            IngestRunningError: another phase 1 holds the lock.
             ConnectorNotFoundError: the named connector does not exist.
             EmbedderError, VectorIndexError: the run stopped; what was committed stays consistent.
         """
@@ -240,18 +289,42 @@ class ContextService:
             self.catalog.connector(connector)
         if self.catalog.get_meta(INDEX_SCHEMA_META) != COLLECTION:
             if self.catalog.counts()["chunks"] > 0:  # built by an older analyzer: its sparse vectors differ
-                self.rebuild(progress)
+                self.rebuild(progress, embed=False)
             else:
                 self.catalog.set_meta(INDEX_SCHEMA_META, COLLECTION)
+        model = self._index_embedder()
         ing = Ingestor(
             self.catalog,
             self.index,
-            self.embedder,
+            self.cache,
+            model,
             self.data_dir.root,
             self.data_dir.run / INGEST_LOCK,
             progress,
         )
-        run_id, stats = ing.run(connector)
+        try:
+            run_id, stats = ing.run(connector)
+        finally:
+            self._coverage = None
+        embedding: Literal["done", "lexical_only", "busy", "interrupted"] = "lexical_only"
+        if embed:
+            embedding = "done"
+            for st in stats:
+                if st.status not in ("ok", "quota_exceeded"):
+                    continue
+                es = self.embed_pending(connector=st.connector, progress=progress, should_stop=should_stop)
+                st.embed_seconds = es.seconds
+                st.chunks_embedded += es.embedded
+                st.chunks_cached += es.cached
+                if es.status == "busy":
+                    embedding = "busy"
+                    break
+                if es.status == "stopped":
+                    embedding = "interrupted"
+                    break
+        for st in stats:
+            st.chunks_pending = self.catalog.coverage(st.connector).pending
+            st.seconds = round(st.lexical_seconds + st.embed_seconds, 3)
         reports = [ConnectorRunReport(**s.__dict__) for s in stats]
         ok = all(r.status == "ok" for r in reports)
         return IngestReport(
@@ -259,33 +332,124 @@ class ContextService:
             status="ok" if ok else "partial",
             connectors=reports,
             repaired_points=ing.repaired_points,
+            embedding=embedding,
+            coverage=self.coverage(),
         )
 
-    def rebuild(self, progress: ProgressFn | None = None) -> RebuildReport:
-        """Drop the vector index and recreate it from the catalog (re-embedding every chunk).
+    def embed_pending(
+        self,
+        *,
+        connector: str | None = None,
+        progress: ProgressFn | None = None,
+        embedder: Embedder | None = None,
+        max_chunks: int | None = None,
+        batch_chunks: int = CONTEXT_DENSE_BATCH_CHUNKS,
+        before_embed: Callable[[], object] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> EmbedStats:
+        """Phase 2: add dense vectors to pending chunks (see `dense.DenseFiller.run`).
+
+        `embedder` replaces the service's own for this pass (a gateway passes its low-priority
+        embedding process); it must produce the same vectors (same model).
 
         Raises:
-            IngestRunningError: an ingestion is running.
+            ConnectorNotFoundError, EmbedderError, VectorIndexError.
+        """
+        if connector is not None:
+            self.catalog.connector(connector)
+        self._index_embedder()
+        filler = DenseFiller(
+            self.catalog,
+            self.index,
+            self.cache,
+            embedder or self.embedder,
+            self.data_dir.root,
+            self.data_dir.run / EMBED_LOCK,
+        )
+        try:
+            return filler.run(
+                connector=connector,
+                progress=progress,
+                max_chunks=max_chunks,
+                batch_chunks=batch_chunks,
+                before_embed=before_embed,
+                should_stop=should_stop,
+            )
+        finally:
+            self._coverage = None
+
+    def _index_embedder(self) -> str:
+        """The embedder identity of this index's dense vectors (recorded on first use)."""
+        ident = cache_identity(self.embedder)
+        if self.catalog.get_meta(INDEX_EMBEDDER_META) is None:
+            self.catalog.set_meta(INDEX_EMBEDDER_META, ident)
+        return ident
+
+    def coverage(self, connector: str | None = None) -> Coverage:
+        """Embedded, pending and lexical-only chunks, whether a process is embedding, and its ETA."""
+        cov = self.catalog.coverage(connector)
+        worker = read_worker(self.catalog)
+        state: Literal["complete", "running", "stopped"] = (
+            "complete" if cov.pending == 0 else "running" if worker is not None else "stopped"
+        )
+        rate = worker.rate if worker is not None else None
+        eta = 0.0 if cov.pending == 0 else round(cov.pending / rate, 1) if rate else None
+        return Coverage(
+            embedded_chunks=cov.embedded,
+            total_chunks=cov.total,
+            pending_chunks=cov.pending,
+            lexical_only_chunks=cov.lexical_only,
+            estimated_seconds_left=eta,
+            embedding=state,
+        )
+
+    def _search_coverage(self) -> Coverage:
+        now = time.monotonic()
+        cached = self._coverage
+        if cached is not None and now - cached[0] < COVERAGE_TTL_SECONDS:
+            return cached[1]
+        cov = self.coverage()
+        self._coverage = (now, cov)
+        return cov
+
+    def rebuild(self, progress: ProgressFn | None = None, *, embed: bool = True) -> RebuildReport:
+        """Drop the vector index and recreate it from the catalog: BM25 vectors for every chunk and
+        dense vectors from the vector cache (the current index's vectors are saved there first);
+        with `embed`, phase 2 then embeds what the cache did not have.
+
+        Raises:
+            IngestRunningError: an ingestion or an embedding pass is running.
         """
         t0 = time.monotonic()
+        model = self._index_embedder()
         try:
-            with file_lock(
-                self.data_dir.root, self.data_dir.run / INGEST_LOCK, timeout=INGEST_LOCK_WAIT_SECONDS
+            with (
+                file_lock(
+                    self.data_dir.root, self.data_dir.run / INGEST_LOCK, timeout=INGEST_LOCK_WAIT_SECONDS
+                ),
+                file_lock(
+                    self.data_dir.root, self.data_dir.run / EMBED_LOCK, timeout=INGEST_LOCK_WAIT_SECONDS
+                ),
             ):
                 index = self.index
+                self._harvest(index, model)
                 index.reset()
-                docs = chunks = 0
-                total = self.catalog.counts()["chunks"]
-                prog = IngestProgress("*", "embed", chunks_total=total)
-                buf: list[tuple[ChunkHit, str]] = []
+                docs = chunks = cached = 0
+                total = self.catalog.counts()
+                prog = IngestProgress(
+                    "*", "lexical", documents_total=total["documents"], chunks_total=total["chunks"]
+                )
+                buf: list[ChunkHit] = []
                 for did, _conn, _path, _body in self.catalog.iter_documents():
                     docs += 1
-                    for ch in self.catalog.chunks_of(did):
-                        buf.append((ch, did))
-                    if len(buf) >= CONTEXT_EMBED_BATCH_SIZE * 4:
-                        chunks += self._rebuild_batch(index, buf, prog, progress)
+                    buf.extend(self.catalog.chunks_of(did))
+                    if len(buf) >= CONTEXT_LEXICAL_BATCH_CHUNKS:
+                        cached += self._rebuild_batch(index, buf, model, prog, progress)
+                        chunks += len(buf)
                         buf = []
-                chunks += self._rebuild_batch(index, buf, prog, progress)
+                    prog.documents_done = docs
+                cached += self._rebuild_batch(index, buf, model, prog, progress)
+                chunks += len(buf)
                 index.flush()
                 self.catalog.set_meta("index_dirty", "0")
                 self.catalog.set_meta(INDEX_SCHEMA_META, COLLECTION)
@@ -296,33 +460,51 @@ class ContextService:
         except IvoaiError as exc:
             if exc.code == "lock_timeout":
                 raise IngestRunningError(
-                    "an ingestion is running on this data directory; rebuild after it"
+                    "an ingestion or embedding is running on this data directory; rebuild after it"
                 ) from None
             raise
+        finally:
+            self._coverage = None
+        embedded = 0
+        if embed:
+            embedded = self.embed_pending(progress=progress).embedded
         return RebuildReport(
             documents=docs,
             chunks=chunks,
             index_backend=index.backend,
             seconds=round(time.monotonic() - t0, 3),
+            chunks_cached=cached,
+            chunks_embedded=embedded,
+            chunks_pending=self.catalog.coverage().pending,
         )
+
+    def _harvest(self, index: VectorIndex, model: str) -> None:
+        """Save the dense vectors of the index about to be dropped into the vector cache (by text)."""
+        if self.catalog.get_meta(INDEX_EMBEDDER_META) != model:
+            return  # made by another embedder: its vectors must not be reused for this one
+        try:
+            for part in index.iter_dense():
+                texts = self.catalog.resolve_chunks([pid for pid, _ in part])
+                self.cache.put_many(model, [(texts[pid].text, vec) for pid, vec in part if pid in texts])
+        except IvoaiError:
+            return  # a damaged index: rebuild re-embeds what it cannot save
 
     def _rebuild_batch(
         self,
         index: VectorIndex,
-        buf: list[tuple[ChunkHit, str]],
+        buf: list[ChunkHit],
+        model: str,
         prog: IngestProgress,
         progress: ProgressFn | None,
     ) -> int:
         if not buf:
             return 0
-        vectors = self.embedder.embed_passages([ch.text for ch, _ in buf])
-        from ivoai.server.context.index import path_prefixes
-
+        vectors = self.cache.get_many(model, [ch.text for ch in buf if ch.dense != DENSE_LEXICAL_ONLY])
         index.upsert(
             [
                 IndexPoint(
                     ch.chunk_id,
-                    vec,
+                    vectors.get(ch.text) if ch.dense != DENSE_LEXICAL_ONLY else None,
                     ch.text,
                     {
                         "document_id": ch.document_id,
@@ -332,13 +514,20 @@ class ContextService:
                         "chunk_index": ch.index,
                     },
                 )
-                for (ch, _), vec in zip(buf, vectors, strict=True)
+                for ch in buf
             ]
         )
-        prog.chunks_done += len(buf)
+        states = [
+            (DENSE_EMBEDDED if ch.text in vectors else DENSE_PENDING, ch.chunk_id)
+            for ch in buf
+            if ch.dense != DENSE_LEXICAL_ONLY
+        ]
+        with self.catalog.tx() as db:
+            db.executemany("UPDATE chunks SET dense=? WHERE chunk_id=?", states)
+        prog.advance(chunks=len(buf))
         if progress is not None:
             progress(prog)
-        return len(buf)
+        return sum(1 for state, _ in states if state == DENSE_EMBEDDED)
 
     # -------------------------------------------------------------------------------------- search
     def context_search(
@@ -366,20 +555,10 @@ class ContextService:
         prefix = _check_prefix(path_prefix)
         if connector is not None:
             self.catalog.connector(connector)
-        dense = self.embedder.embed_queries([query])[0] if mode != "lexical" else None
-        want = min(limit * 3, SEARCH_MAX_RESULTS * 3)
-        spec = SearchSpec(
-            limit=want,
-            dense=dense,
-            query_text=query,
-            connector=connector,
-            path_prefix=prefix,
-            mode=mode,
-            prefetch=max(CONTEXT_PREFETCH_MIN, want),
-            dense_floor=CONTEXT_DENSE_FLOOR if mode == "hybrid" else None,
-        )
-        hits = self.index.search(spec)
-        resolved = self.catalog.resolve_chunks([h.point_id for h in hits])
+        with self.activity.search():
+            coverage = self._search_coverage()
+            hits = self._hits(query, mode, connector, prefix, limit, coverage)
+            resolved = self.catalog.resolve_chunks([h.point_id for h in hits])
         merged = _merge([(resolved[h.point_id], h.score) for h in hits if h.point_id in resolved])[:limit]
         results = []
         for m in merged:
@@ -396,9 +575,78 @@ class ContextService:
                     start=start,
                     end=end,
                     url=document_url(m.hit.connector, m.hit.path),
+                    embedded=all(p.dense == DENSE_EMBEDDED for p in m.parts),
                 )
             )
-        return _apply_budget(SearchResponse(query=query, results=results, budget_bytes=budget_bytes))
+        response = SearchResponse(query=query, results=results, budget_bytes=budget_bytes, coverage=coverage)
+        return _apply_budget(response)
+
+    def _hits(
+        self,
+        query: str,
+        mode: SearchMode,
+        connector: str | None,
+        prefix: str | None,
+        limit: int,
+        coverage: Coverage,
+    ) -> list[Hit]:
+        """Ranked chunk hits. Hybrid: the dense and lexical candidates fused in `ranking`, with chunks
+        phase 2 has not reached ranked by their words; before any chunk is embedded the query is not
+        embedded at all (the first search after phase 1 does not wait for the model)."""
+        use_dense = mode == "dense" or (mode == "hybrid" and coverage.embedded_chunks > 0)
+        dense = self.embedder.embed_queries([query])[0] if use_dense else None
+        want = min(limit * 3, SEARCH_MAX_RESULTS * 3)
+        spec = SearchSpec(
+            limit=want,
+            dense=dense,
+            query_text=query,
+            connector=connector,
+            path_prefix=prefix,
+            mode=mode,
+            prefetch=max(CONTEXT_PREFETCH_MIN, want),
+            dense_floor=CONTEXT_DENSE_FLOOR if mode == "hybrid" else None,
+        )
+        if mode != "hybrid":
+            return self.index.search(spec)
+        dense_hits, lexical_hits = self.index.candidates(spec)
+        priors: dict[str, float] = {}
+        if ranking.DOCUMENT_SIGNALS and project_question(query):  # README and docs openings join in
+            priors = {
+                cid: prior
+                for cid, path, idx in self.catalog.overview_chunks(connector, prefix)
+                if (prior := overview_prior(path, idx)) > 0
+            }
+            dense_hits = self._with_overview(dense, dense_hits, priors)
+        not_embedded: dict[str, int] = {}
+        if coverage.pending_chunks or coverage.lexical_only_chunks:
+            in_dense = {h.point_id for h in dense_hits}
+            maybe = [h.point_id for h in lexical_hits if h.point_id not in in_dense]
+            not_embedded = self.catalog.not_embedded(maybe + [c for c in priors if c not in in_dense])
+        ranked = hybrid_scores(
+            [(h.point_id, h.score) for h in dense_hits],
+            [(h.point_id, h.score) for h in lexical_hits],
+            alpha=CONTEXT_HYBRID_DENSE_WEIGHT,
+            not_embedded=not_embedded,
+            extra=priors,
+        )
+        if priors:
+            ranked = with_prior(ranked, priors)
+        return [Hit(pid, score) for pid, score in ranked[:want]]
+
+    def _with_overview(
+        self, query: list[float] | None, hits: list[Hit], priors: dict[str, float]
+    ) -> list[Hit]:
+        """The dense candidates plus the overview chunks' own similarity to the query (no floor:
+        the prior is the evidence that they matter), best first."""
+        have = {h.point_id for h in hits}
+        missing = [cid for cid in priors if cid not in have]
+        if query is None or not missing:
+            return hits
+        vectors = self.index.dense_vectors(missing)
+        extra = [
+            Hit(cid, sum(a * b for a, b in zip(query, vec, strict=True))) for cid, vec in vectors.items()
+        ]
+        return sorted([*hits, *extra], key=lambda h: -h.score)
 
     def context_get_document(self, document_id: str) -> DocumentResponse:
         """One document with its full normalized text (at most 8 MiB by the ingestion limit).
@@ -468,7 +716,17 @@ class ContextService:
             points = self.index.count()
         except IvoaiError as exc:
             index_status = f"{exc.code}: {exc.message}"
+        coverage = self.coverage()
+        worker = read_worker(self.catalog)
         return HealthResponse(
+            embedded_chunks=coverage.embedded_chunks,
+            total_chunks=coverage.total_chunks,
+            pending_chunks=coverage.pending_chunks,
+            lexical_only_chunks=coverage.lexical_only_chunks,
+            estimated_seconds_left=coverage.estimated_seconds_left,
+            embedding=coverage.embedding,
+            embedding_rate_chunks_per_second=round(worker.rate, 2) if worker and worker.rate else None,
+            lexical_only=self.catalog.lexical_only_summary(),
             status="ok" if index_status == "ok" else "degraded",
             connectors=counts["connectors"],
             documents=counts["documents"],

@@ -3,10 +3,12 @@
 1. initialize a server data directory (`init_server`);
 2. add PATH (default: the current git checkout) as a `git` connector (`filesystem` when PATH is not
    a checkout), reusing an existing connector for the same path;
-3. ingest it with progress (Qdrant Edge, bundled e5, SQLite);
-4. start the gateway on loopback (127.0.0.1:7744, or a free port when that one is taken);
+3. ingest it, phase 1 only (lexical: every document searchable in seconds), with progress;
+4. start the gateway on loopback (127.0.0.1:7744, or a free port when that one is taken); while it
+   serves, it embeds the chunks in the background (phase 2, low priority) and search becomes hybrid
+   chunk by chunk;
 5. enroll a demonstration client through `POST /v1/enroll` (revoked again at the end);
-6. run a real `context_search` through `/v1/mcp/context` with the MCP SDK client;
+6. run a real `context_search` through `/v1/mcp/context` with the MCP SDK client, at once;
 7. return the results and the next steps; the caller decides whether to keep serving.
 """
 
@@ -57,6 +59,7 @@ class QuickstartResult:
     query: str
     results: list[dict[str, Any]] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    coverage: dict[str, Any] = field(default_factory=dict)
 
 
 def git_toplevel(start: Path) -> Path | None:
@@ -126,14 +129,14 @@ def ensure_connector(svc: ContextService, root: Path, type_: str) -> str:
     return name
 
 
-def _start(data: ServerDataDir, hub: ServiceHub, port: int, announce: Announce) -> RunningServer:
+def _start(data: ServerDataDir, hub: ServiceHub, port: int, announce: Announce, serve: bool) -> RunningServer:
     try:
-        return start_background(data, GatewaySettings(listen_port=port), hub=hub, reingest=True)
+        return start_background(data, GatewaySettings(listen_port=port), hub=hub, reingest=serve)
     except BindError:
         if port == 0:
             raise
         announce(f"port {port} is taken; using a free loopback port instead")
-        return start_background(data, GatewaySettings(listen_port=0), hub=hub, reingest=True)
+        return start_background(data, GatewaySettings(listen_port=0), hub=hub, reingest=serve)
 
 
 async def _search(url: str, credential: str, query: str) -> dict[str, Any]:
@@ -164,8 +167,12 @@ def run_quickstart(
     embedder: Embedder | None = None,
     progress: Callable[[IngestProgress], None] | None = None,
     announce: Announce,
+    serve: bool = True,
 ) -> tuple[QuickstartResult, RunningServer]:
     """Steps 1-7 of the module doc; the returned server is running (the caller stops it).
+
+    `serve=False` (the caller stops the server after the search): no background embedding is
+    started; the next steps say how to embed.
 
     Raises:
         UsageError: bad PATH. IvoaiError: a step failed (the message names it).
@@ -176,10 +183,10 @@ def run_quickstart(
     svc = ContextService.open(data, embedder=embedder)
     try:
         name = ensure_connector(svc, root, type_)
-        announce(f"indexing {root} as connector {name!r} ({type_}); the first run embeds every chunk")
-        report = svc.ingest(name, progress=progress)
+        announce(f"indexing {root} as connector {name!r} ({type_}): searchable by words first, then embedded")
+        report = svc.ingest(name, progress=progress, embed=False)
         hub = ServiceHub(data, context=svc, embedder=svc.embedder, close_given=True)
-        server = _start(data, hub, port, announce)
+        server = _start(data, hub, port, announce, serve)
     except BaseException:
         svc.close()
         raise
@@ -213,6 +220,19 @@ def run_quickstart(
     ]
     ivoai = ivoai_command()  # the program as it runs from a fresh shell (bare `ivoai` only when on PATH)
     dd = f"--data-dir {shlex.quote(str(data.root))}"
+    coverage = svc.coverage()
+    if coverage.pending_chunks == 0:
+        embedding = []
+    elif serve:
+        embedding = [
+            f"the server embeds the other {coverage.pending_chunks} chunks in the background as it serves; "
+            f"searches match them by their words meanwhile (progress: {ivoai} server {dd} context status)"
+        ]
+    else:
+        embedding = [
+            f"embed the {coverage.pending_chunks} chunks matched by their words only so far: "
+            f"{ivoai} server {dd} ingest   (or run the server: it embeds in the background)"
+        ]
     result = QuickstartResult(
         data_dir=str(data.root),
         source=str(root),
@@ -222,7 +242,9 @@ def run_quickstart(
         url=server.url,
         query=query,
         results=results,
+        coverage=coverage.model_dump(mode="json"),
         next_steps=[
+            *embedding,
             f"enroll a client: {ivoai} server {dd} enrollment create   (then on the client: "
             f"{ivoai} connect server add NAME --url {server.url} --code-stdin)",
             f"connect ChatGPT or Claude on the web: {ivoai} server {dd} web-access create, then add "
@@ -233,3 +255,27 @@ def run_quickstart(
         ],
     )
     return result, server
+
+
+class EmbeddingWatch:
+    """Lines for the serving quickstart about background embedding: progress now and then, and
+    one line when every chunk is embedded."""
+
+    def __init__(self, svc: ContextService) -> None:
+        self.svc = svc
+        self.finished = svc.coverage().pending_chunks == 0
+
+    def poll(self) -> str | None:
+        """A line to print now, or None."""
+        if self.finished:
+            return None
+        try:
+            cov = self.svc.coverage()
+        except IvoaiError:
+            return None
+        if cov.pending_chunks == 0:
+            self.finished = True
+            return f"all {cov.embedded_chunks} chunks are embedded: search is fully hybrid now"
+        eta = cov.estimated_seconds_left
+        left = f", about {int(eta // 60)}m{int(eta % 60):02d}s left" if eta is not None else ""
+        return f"embedding in the background: {cov.embedded_chunks}/{cov.total_chunks} chunks{left}"

@@ -247,8 +247,11 @@ def start_background(
     build: Callable[[ServerDataDir, GatewaySettings], GatewayApp] | None = None,
     header_timeout: float = HTTP_HEADER_TIMEOUT_SECONDS,
     reingest: bool = False,
+    background: bool | None = None,
 ) -> RunningServer:
     """Serve in a daemon thread on `settings` (port 0 picks a free port); return once it accepts requests.
+
+    `background` (default: as `reingest`): embed pending chunks and pages, and serve the admin socket.
 
     Raises:
         BindError: the address could not be bound.
@@ -257,7 +260,9 @@ def start_background(
     sock = bind(settings.listen_host, settings.listen_port)
     settings = settings.with_port(sock.getsockname()[1])
     app = (
-        build(data, settings) if build is not None else create_app(data, settings, hub=hub, reingest=reingest)
+        build(data, settings)
+        if build is not None
+        else create_app(data, settings, hub=hub, reingest=reingest, background=background)
     )
     config = uvicorn_config(app, header_timeout=header_timeout)
     server = uvicorn.Server(config)

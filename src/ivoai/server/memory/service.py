@@ -624,10 +624,18 @@ class MemoryService:
         )
 
     @guard
-    def embed_missing(self, *, batch_size: int = 32, max_pages: int | None = None) -> int:
-        """Embed live pages that have no current vector for this embedder; returns how many were embedded."""
+    def embed_missing(
+        self, *, batch_size: int = 32, max_pages: int | None = None, embedder: Embedder | None = None
+    ) -> int:
+        """Embed live pages that have no current vector for this embedder; returns how many were embedded.
+
+        `embedder` computes the vectors instead of the service's own (a gateway passes its low-priority
+        embedding process); it must be the same model (vectors are stored under the service's
+        embedder name).
+        """
         if self._embedder is None:
             return 0
+        compute = embedder if embedder is not None else self._embedder
         done = 0
         while max_pages is None or done < max_pages:
             size = batch_size if max_pages is None else min(batch_size, max_pages - done)
@@ -641,9 +649,7 @@ class MemoryService:
             ).fetchall()
             if not rows:
                 break
-            vectors = self._embedder.embed_passages(
-                [f"{r[2]}\n{r[3]}"[:MEMORY_EMBED_MAX_CHARS] for r in rows]
-            )
+            vectors = compute.embed_passages([f"{r[2]}\n{r[3]}"[:MEMORY_EMBED_MAX_CHARS] for r in rows])
             with self._db.write() as wconn:
                 for (pid, version, _t, _b), vec in zip(rows, vectors, strict=True):
                     wconn.execute(
@@ -653,6 +659,19 @@ class MemoryService:
                     )
             done += len(rows)
         return done
+
+    @guard
+    def missing_vectors(self) -> int:
+        """How many live pages lack a current vector for this service's embedder (0 without one)."""
+        if self._embedder is None:
+            return 0
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pages p LEFT JOIN page_vectors v ON v.page_id = p.id "
+                "WHERE p.deleted = 0 AND (v.page_id IS NULL OR v.version != p.version OR v.model != ?)",
+                (self._embedder.name,),
+            ).fetchone()
+        return int(row[0] or 0)
 
     # ---- export support ----
 
