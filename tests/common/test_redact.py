@@ -131,3 +131,33 @@ def test_documentation_of_bearer_headers_is_not_classified_as_a_credential() -> 
 def test_a_real_bearer_token_in_prose_is_still_classified() -> None:
     assert find_secrets("curl -H 'Authorization: Bearer ivx9Qm2LkP0aZ7' host") != []
     assert find_secrets("sent bearer QWERTYUIOP12345678 upstream") == ["bearer"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'code = "connector_not_found"',
+        "TOKEN_ENV = \"IVOAI_KNOWLEDGE_TOKEN_HOOKS\"",
+        "token: ivoai.client.agents.process",
+        'secret_key = "settings.auth.client_secret_1"',
+    ],
+)
+def test_a_labelled_identifier_is_not_a_secret(line: str) -> None:
+    """Ordinary source (`code = "connector_not_found"`) kept 29 of this repository's files out of the
+    context index and would have refused such a memory page."""
+    assert find_secrets(line) == []
+    assert redact(line) == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'password = "correcthorsebatterystaple"',  # one unbroken word is still a secret
+        "Enrollment-Code=ABCD-EFGH-IJKL-MNOP",  # hyphenated blocks: the shape of a human-readable code
+        "password=abc_def_ghi_jkl_mno_1234567",  # a long number is not an identifier's part
+        'api_key: "Abc_Def_Ghi_Jkl_Mn0pqr"',  # a part that mixes letters and digits
+    ],
+)
+def test_labelled_values_that_are_not_plain_identifiers_stay_secrets(line: str) -> None:
+    assert find_secrets(line) == ["labelled_secret"]
+    assert REDACTED in redact(line)

@@ -6,8 +6,9 @@ Rules run in order: longer, more specific forms first.
 
 Two uses, two sets: `redact()` applies every rule (output may lose a harmless token, never leak
 one); `find_secrets()` classifies content (refusing a memory page, skipping a document) and uses
-only the precise rules in `_PATTERNS`, which other modules compile to bytes: keep it a tuple of
-(name, pattern) pairs whose patterns are ASCII-only.
+only the precise rules (`_DETECT`, also exported as `_PATTERNS` for the artifact store's byte
+scanner); a rule's `accept` judges each match's value, so a labelled identifier
+(`code = "connector_not_found"`) is neither reported nor redacted.
 """
 
 from __future__ import annotations
@@ -39,11 +40,30 @@ class _Rule:
         self.detect = detect
         self.accept = accept
 
+    def accepts(self, match: re.Match[str]) -> bool:
+        """Whether this match is a secret: `accept` judges the value (the match without its label)."""
+        if self.accept is None:
+            return True
+        keep = match.groupdict().get("keep") or ""
+        return self.accept(match.group(0)[len(keep) :])
+
     def replace(self, match: re.Match[str]) -> str:
-        if self.accept is not None and not self.accept(match.group(0)):
+        if not self.accepts(match):
             return match.group(0)
         groups = match.groupdict()
         return (groups.get("keep") or "") + REDACTED + (groups.get("tail") or "")
+
+
+def _not_an_identifier(value: str) -> bool:
+    """False for a dotted or snake_case name (`connector_not_found`, `ivoai.client.process`,
+    `IVOAI_MCP_TOKEN_1`): two or more parts split at `_` or `.`, each letters only or a short number.
+    Such values sit after `code =` or `token:` in ordinary source and docs; credentials do not look
+    like that. A single unbroken word, or hyphenated blocks (`ABCD-EFGH-IJKL-MNOP`, the shape of
+    human-readable codes), is still treated as a secret."""
+    parts = [p for p in re.split(r"[_.]", value.rstrip("=")) if p]
+    if len(parts) < 2:
+        return True
+    return not all(p.isalpha() or (p.isdigit() and len(p) <= 3) for p in parts)
 
 
 def _mixed_case_with_digits(token: str) -> bool:
@@ -99,6 +119,7 @@ _RULES: tuple[_Rule, ...] = (
             r"(?i)\b(?P<keep>(?:enrollment[_ -]?code|code|credential|access[_-]?token|refresh[_-]?token|"
             r"api[_-]?key|client[_-]?secret|password|secret|token)\"?\s*[:=]\s*\"?)[A-Za-z0-9\-._~+/]{16,}=*"
         ),
+        accept=_not_an_identifier,
     ),
     # A bare 256-bit base64url token (enrollment and activation codes, router tokens): exactly 43
     # characters mixing digits and both cases, so hex digests and ordinary words are left alone.
@@ -110,8 +131,12 @@ _RULES: tuple[_Rule, ...] = (
     ),
 )
 
-# The precise detection rules as (name, pattern) pairs (see the module docstring).
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((r.name, r.pattern) for r in _RULES if r.detect)
+# The precise detection rules (see the module docstring), and the same as (name, pattern) pairs
+# for the artifact store's byte scanner (client/workingcontext/_secrets.py), which compiles them to
+# bytes (keep their patterns ASCII-only) and asks `_ACCEPTS` about each match it confirms.
+_DETECT: tuple[_Rule, ...] = tuple(r for r in _RULES if r.detect)
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((r.name, r.pattern) for r in _DETECT)
+_ACCEPTS: dict[str, Callable[[re.Match[str]], bool]] = {r.name: r.accepts for r in _DETECT if r.accept}
 
 
 def redact(text: str) -> str:
@@ -123,4 +148,4 @@ def redact(text: str) -> str:
 
 def find_secrets(text: str) -> list[str]:
     """Names of the credential forms found in `text` (for classification; never the values)."""
-    return [name for name, pattern in _PATTERNS if pattern.search(text)]
+    return [r.name for r in _DETECT if any(r.accepts(m) for m in r.pattern.finditer(text))]

@@ -264,3 +264,8 @@ def test_hand_written_text_is_embedded_even_with_long_lines_or_generated_words_f
     assert lexical_only_reason("src/vendoring.py", "def vendor(): ...\n") is None
     packed = "a" * 3000  # no whitespace at all, one short line: data
     assert lexical_only_reason("x.txt", packed + "\n" + "b" * 2000) == "very long lines (minified or data)"
+
+
+def test_source_that_labels_identifiers_like_secrets_is_indexed() -> None:
+    text = 'class ConnectorNotFound(ContextError):\n    code = "connector_not_found"\n'
+    assert content_skip_reason("src/ivoai/server/context/errors.py", text) is None

@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - a dependency with wheels for Linux and
     hyperscan = None  # type: ignore[assignment]  # no prefilter: every form goes to the RE2 union
 
 from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, ARTIFACT_SCAN_PREFILTER_MIN_BYTES, MIB
-from ivoai.common.redact import _PATTERNS
+from ivoai.common.redact import _ACCEPTS, _PATTERNS
 
 # RE2's memory budget for one compiled union, its DFA cache included (RE2's default; 4-64 MiB
 # measured the same on 16 MiB of logs, random bytes, base64 and hex). A full cache is flushed
@@ -156,6 +156,19 @@ class _Detector:
     pattern: re.Pattern[str]  # the authority, over the Latin-1 text
     fast: bytes | None  # its RE2 form, or None: searched with `pattern` over the whole text
 
+    def accepts(self, match: re.Match[str] | None) -> bool:
+        """The authority's verdict on one match (a rule may refuse a match: see redact's `accept`)."""
+        if match is None:
+            return False
+        accept = _ACCEPTS.get(self.name)
+        return accept is None or accept(match)
+
+    def search(self, text: str) -> bool:
+        """Whether the authority finds this form anywhere in `text`."""
+        if self.name not in _ACCEPTS:
+            return self.pattern.search(text) is not None
+        return any(self.accepts(m) for m in self.pattern.finditer(text))
+
 
 def _expand(form: bytes) -> bytes:
     for key, value in _PLACEHOLDERS.items():
@@ -192,9 +205,9 @@ def _union(names: tuple[str, ...]) -> Any:
     return re2.compile(source, _options())
 
 
-def _authority_at(pattern: re.Pattern[str], text: str, start: int) -> bool:
-    """Whether `pattern` matches at `start` or one character later (an RE2 form may consume the `\\b`)."""
-    return pattern.match(text, start) is not None or pattern.match(text, start + 1) is not None
+def _authority_at(det: _Detector, text: str, start: int) -> bool:
+    """Whether `det` matches at `start` or one character later (an RE2 form may consume the `\\b`)."""
+    return det.accepts(det.pattern.match(text, start)) or det.accepts(det.pattern.match(text, start + 1))
 
 
 def _group_index(match: Any, count: int) -> int:
@@ -291,14 +304,14 @@ def scan_bytes(data: bytes | bytearray | memoryview) -> list[str]:
         det = remaining[_group_index(hit, len(names))]
         if text is None:
             text = bytes(data).decode("latin-1")
-        if _authority_at(det.pattern, text, start):
+        if _authority_at(det, text, start):
             found.add(det.name)
             pos = start
         else:
             # The RE2 form matched where its Python pattern does not: settle this position for
             # every remaining detector with the authority, then move past it.
             refuted += 1
-            found.update(d.name for d in remaining if _authority_at(d.pattern, text, start))
+            found.update(d.name for d in remaining if _authority_at(d, text, start))
             pos = start + 1
             if refuted > ARTIFACT_SCAN_MAX_ANCHOR_HITS:
                 slow.extend(d for d in remaining if d.name not in found)
@@ -311,6 +324,6 @@ def scan_bytes(data: bytes | bytearray | memoryview) -> list[str]:
             continue
         if text is None:
             text = bytes(data).decode("latin-1")
-        if det.pattern.search(text):
+        if det.search(text):
             found.add(det.name)
     return [d.name for d in DETECTORS if d.name in found]
