@@ -73,7 +73,9 @@ def test_the_commands_the_quickstart_prints_run_pasted_into_a_fresh_shell(
     commands = re.findall(re.escape(shlex.quote(mine)) + r" [^,()\n]*?(?=\s{2,}|\)|,|$)", text, re.M)
     # Templates (NAME, a public URL) and `start` (it serves until stopped) are not run as they are.
     runnable = [c for c in commands if not re.search(r"NAME|--public-url| start$", c)]
-    assert len(runnable) == 3, commands  # enrollment create, web-access create, context search
+    # ingest (embeds what phase 1 left; printed when nothing serves), enrollment create,
+    # web-access create, context search
+    assert len(runnable) == 4, commands
     env = {"PATH": "/usr/bin:/bin", **{k: os.environ[k] for k in ("HOME", *XDG_VARS)}}
     for command in runnable:
         proc = subprocess.run(

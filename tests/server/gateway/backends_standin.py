@@ -7,7 +7,8 @@ process. So this process serves the subset of Qdrant's REST API that `QdrantInde
 qdrant-client ships in Python), behind one lock: several gateway worker processes then share one
 collection over HTTP exactly as they would share a Qdrant server. Endpoints: `GET /` (version for
 the client's compatibility check), `GET /collections/{c}/exists`, `PUT|DELETE /collections/{c}`,
-`PUT /collections/{c}/index`, `PUT /collections/{c}/points`, `POST /collections/{c}/points/delete`,
+`PUT /collections/{c}/index`, `PUT /collections/{c}/points` (upsert), `POST /collections/{c}/points`
+(retrieve), `PUT …/points/vectors` (phase 2's dense vectors), `POST /collections/{c}/points/delete`,
 `…/points/query`, `…/points/scroll`, `…/points/count`.
 
 It also answers TEI 1.9's `POST /embed` and `GET /info` with the tests' hash vectors (bag of words,
@@ -124,9 +125,27 @@ async def scroll(request: Request) -> JSONResponse:
             limit=req.limit or 10,
             offset=req.offset,
             with_payload=False,
-            with_vectors=False,
+            with_vectors=req.with_vector if req.with_vector is not None else False,
         )
     return _ok({"points": [p.model_dump(mode="json") for p in points], "next_page_offset": offset})
+
+
+async def update_vectors(request: Request) -> JSONResponse:
+    body = m.UpdateVectors.model_validate(await request.json())
+    with LOCK:
+        return _ok(LOCAL.update_vectors(request.path_params["c"], points=body.points, wait=True))
+
+
+async def retrieve(request: Request) -> JSONResponse:
+    req = m.PointRequest.model_validate(await request.json())
+    with LOCK:
+        points = LOCAL.retrieve(
+            request.path_params["c"],
+            ids=req.ids,
+            with_payload=False,
+            with_vectors=req.with_vector if req.with_vector is not None else False,
+        )
+    return _ok([p.model_dump(mode="json") for p in points])
 
 
 async def count(request: Request) -> JSONResponse:
@@ -155,6 +174,8 @@ APP = Starlette(
         Route("/collections/{c}", collection, methods=["PUT", "DELETE"]),
         Route("/collections/{c}/index", index, methods=["PUT"]),
         Route("/collections/{c}/points", upsert, methods=["PUT"]),
+        Route("/collections/{c}/points", retrieve, methods=["POST"]),
+        Route("/collections/{c}/points/vectors", update_vectors, methods=["PUT"]),
         Route("/collections/{c}/points/delete", delete, methods=["POST"]),
         Route("/collections/{c}/points/query", query, methods=["POST"]),
         Route("/collections/{c}/points/scroll", scroll, methods=["POST"]),
