@@ -45,7 +45,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ivoai.client.config.errors import ConfigSchemaError, OwnershipConflictError, OwnershipError
+from ivoai.client.config.errors import OwnershipConflictError, OwnershipError
+from ivoai.client.config.schema import check_file_schema
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
 from ivoai.common.jsonio import dumps_bytes
 from ivoai.common.limits import JSON_STATE_MAX_BYTES, OWNERSHIP_MAX_ENTRIES
@@ -170,14 +171,7 @@ class OwnershipManifest:
             raise OwnershipError(f"{self.path} is not valid JSON; restore it or delete it") from None
         if not isinstance(doc, dict):
             raise OwnershipError(f"{self.path}: expected a JSON object")
-        schema = doc.get("schema")
-        if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
-            raise OwnershipError(f"{self.path}: `schema` must be a positive integer")
-        if schema > OWNERSHIP_SCHEMA_VERSION:
-            raise ConfigSchemaError(
-                f"{self.path} has schema {schema}, newer than this ivoai understands "
-                f"({OWNERSHIP_SCHEMA_VERSION}); upgrade ivoai (the file was not changed)"
-            )
+        schema = check_file_schema(self.path, doc.get("schema"), OWNERSHIP_SCHEMA_VERSION, OwnershipError)
         items = doc.get("entries")
         if not isinstance(items, list):
             raise OwnershipError(f"{self.path}: `entries` must be a list")
