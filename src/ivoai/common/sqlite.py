@@ -144,9 +144,8 @@ class ConnectionPool:
     ) -> None:
         self.path = path
         self.pragmas = pragmas
-        self._errors = errors
-        self._wal_refused = wal_refused
-        self._closed_error = closed
+        # how this store names what goes wrong (None: SQLite's own error, or reopen after close)
+        self._errors, self._wal_refused, self._closed_error = errors, wal_refused, closed
         self._closed = False
         self._local = threading.local()
         self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []

@@ -161,16 +161,23 @@ class OwnershipManifest:
     def _locked(self) -> AbstractContextManager[None]:
         return file_lock(self._paths.state, self._paths.state / ".ownership.json.lock")
 
-    def _read(self) -> list[OwnershipEntry]:
+    def _document(self) -> dict[str, Any] | None:
+        """The manifest's top-level object; None when there is no manifest yet."""
         raw = read_private_file_or_none(self._paths.state, self.path, JSON_STATE_MAX_BYTES)
         if raw is None:
-            return []
+            return None
         try:
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise OwnershipError(f"{self.path} is not valid JSON; restore it or delete it") from None
         if not isinstance(doc, dict):
             raise OwnershipError(f"{self.path}: expected a JSON object")
+        return doc
+
+    def _read(self) -> list[OwnershipEntry]:
+        doc = self._document()
+        if doc is None:
+            return []
         schema = check_file_schema(self.path, doc.get("schema"), OWNERSHIP_SCHEMA_VERSION, OwnershipError)
         items = doc.get("entries")
         if not isinstance(items, list):
@@ -337,15 +344,9 @@ class OwnershipManifest:
 
     def _extras(self) -> dict[str, Any]:
         """The manifest's top-level sections other than `schema` and `entries`."""
-        raw = read_private_file_or_none(self._paths.state, self.path, JSON_STATE_MAX_BYTES)
-        if raw is None:
+        doc = self._document()
+        if doc is None:
             return {}
-        try:
-            doc = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise OwnershipError(f"{self.path} is not valid JSON; restore it or delete it") from None
-        if not isinstance(doc, dict):
-            raise OwnershipError(f"{self.path}: expected a JSON object")
         return {k: v for k, v in doc.items() if k not in ("schema", "entries")}
 
     def integrations(
