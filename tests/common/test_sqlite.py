@@ -84,6 +84,13 @@ def test_each_connection_gets_the_declared_pragmas(db_path: Path) -> None:
     pool.close()
 
 
+def test_a_store_may_read_rows_by_column_name(db_path: Path) -> None:
+    pool = _pool(db_path, row_factory=sqlite3.Row)
+    row = pool.connection().execute("SELECT 1 AS one, 'x' AS name").fetchone()
+    assert (row["one"], row["name"]) == (1, "x")
+    pool.close()
+
+
 def test_without_wal_on_open_the_owner_switches_the_file_once(db_path: Path) -> None:
     pool = _pool(db_path, wal=False)
     conn = pool.connection()

@@ -141,9 +141,11 @@ class ConnectionPool:
         errors: ErrorNames | None = None,
         wal_refused: Callable[[str], Exception] | None = None,
         closed: Callable[[], Exception] | None = None,
+        row_factory: type[sqlite3.Row] | Callable[[sqlite3.Cursor, tuple[Any, ...]], object] | None = None,
     ) -> None:
         self.path = path
         self.pragmas = pragmas
+        self._row_factory = row_factory  # e.g. sqlite3.Row, for a store that reads columns by name
         # how this store names what goes wrong (None: SQLite's own error, or reopen after close)
         self._errors, self._wal_refused, self._closed_error = errors, wal_refused, closed
         self._closed = False
@@ -197,6 +199,8 @@ class ConnectionPool:
     def _open(self) -> sqlite3.Connection:
         timeout = self.pragmas.busy_timeout_seconds
         conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        if self._row_factory is not None:
+            conn.row_factory = self._row_factory
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if self.pragmas.wal_on_open:
