@@ -15,7 +15,6 @@ containment, owner and modes; `StoreFiles` is the one place that knows how.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import errno
 import hashlib
@@ -76,9 +75,9 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-def remove_known(dfd: int) -> builtins.list[str]:
+def remove_known(dfd: int) -> list[str]:
     """Unlink payload/meta.json inside `dfd`; return the names of anything else (left in place)."""
-    unknown: builtins.list[str] = []
+    unknown: list[str] = []
     for name in sorted(os.listdir(dfd)):
         if name in OBJECT_FILES:
             with contextlib.suppress(FileNotFoundError):
@@ -321,7 +320,7 @@ class StoreFiles:
         finally:
             os.close(staging_fd)
 
-    def root_problems(self) -> builtins.list[Problem]:
+    def root_problems(self) -> list[Problem]:
         """Entries of the root the store does not know (kept and reported, never removed)."""
         try:
             root_fd = self.open_root(create=False)

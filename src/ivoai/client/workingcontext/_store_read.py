@@ -6,7 +6,6 @@ owner and modes, metadata, the caller's session, TTL, size and SHA-256 (see `Sto
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import os
 
@@ -92,8 +91,8 @@ def list_refs(files: StoreFiles, session_id: str | None) -> ListResult:
     """Artifacts (optionally of one session), oldest first, and the entries that failed validation."""
     if session_id is not None:
         validate_owner_id("session_id", session_id)
-    refs: builtins.list[ArtifactRef] = []
-    problems: builtins.list[Problem] = []
+    refs: list[ArtifactRef] = []
+    problems: list[Problem] = []
     for _name, item in files.walk():
         if isinstance(item, Problem):
             problems.append(item)
@@ -108,7 +107,7 @@ def stats(files: StoreFiles) -> StoreStats:
     now = files.clock()
     sessions: dict[str, SessionUsage] = {}
     objects = used = expired = 0
-    problems: builtins.list[Problem] = []
+    problems: list[Problem] = []
     for _name, item in files.walk():
         if isinstance(item, Problem):
             problems.append(item)

@@ -8,7 +8,6 @@ which no read or list ever looks at and which `gc` removes once no process holds
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import fcntl
 import hashlib
@@ -289,7 +288,7 @@ def _scan_while_writing(stage_fd: int, kept: bytes, commit_meta: Callable[[str],
         _refuse_credentials(kept)
         return commit_meta(_write_payload(stage_fd, kept))
     try:
-        failures: builtins.list[OSError] = []
+        failures: list[OSError] = []
 
         def write_and_sync() -> None:
             try:
@@ -323,7 +322,7 @@ def _stream_payload(stage_fd: int, source: BinaryIO, limit: int) -> tuple[bytes,
     hasher = hashlib.sha256()
     try:
         os.fchmod(fd, PRIVATE_FILE_MODE)
-        parts: builtins.list[bytes] = []
+        parts: list[bytes] = []
         stored = 0
         original = 0
         while True:
@@ -370,7 +369,7 @@ def _usage_locked(files: StoreFiles, objects_fd: int) -> tuple[int, int, dict[st
                 usage = sessions.setdefault(cached.session_id, SessionUsage())
                 usage.objects += 1
                 usage.bytes += cached.size
-    for key in builtins.list(cache):
+    for key in list(cache):
         if key not in live:
             del cache[key]
     return total_objects, total_bytes, sessions
