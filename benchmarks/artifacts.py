@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ivoai.client.workingcontext._secrets as _secrets_module
-import ivoai.client.workingcontext._store as _store_module
+import ivoai.client.workingcontext._store_write as _store_module
 from ivoai.client.compression.fidelity import FidelityClass
 from ivoai.client.workingcontext import ArtifactStore, Budget, project, scan_bytes
 from ivoai.common.limits import ARTIFACT_MAX_BYTES, KIB, MIB

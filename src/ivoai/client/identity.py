@@ -24,6 +24,7 @@ from ivoai.common.errors import UnsafePathError, ValidationError
 from ivoai.common.fsio import atomic_write_in_dir, read_fd_bounded
 from ivoai.common.ids import sha256_hex
 from ivoai.common.limits import HOSTNAME_MAX_CHARS, PROJECT_MARKER_MAX_BYTES
+from ivoai.common.validate import is_int
 
 MARKER_NAME = ".ivoai.toml"
 MARKER_SCHEMA_VERSION = 1
@@ -138,7 +139,7 @@ def read_marker(path: Path) -> str | None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ProjectMarkerError(f"{path} is not valid TOML ({exc}); fix it or delete it") from None
     schema = data.get("schema")
-    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+    if not is_int(schema, 1):
         raise ProjectMarkerError(f"{path}: `schema` must be a positive integer")
     if schema > MARKER_SCHEMA_VERSION:
         raise ProjectMarkerError(

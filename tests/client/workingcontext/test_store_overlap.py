@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import ivoai.client.workingcontext._store as store_module
+import ivoai.client.workingcontext._store_write as store_module
 from ivoai.client.workingcontext import ArtifactRefusedError, ArtifactStore
 from ivoai.client.workingcontext._secrets import scan_bytes
 from ivoai.client.workingcontext._store import OVERLAP_MIN_BYTES

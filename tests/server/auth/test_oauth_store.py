@@ -3,18 +3,22 @@ cross-process safety of code redemption and registration (real processes, one da
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import multiprocessing
 import multiprocessing.queues
 import multiprocessing.synchronize
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from ivoai.common.ids import sha256_hex
 from ivoai.common.limits import OAUTH_UNUSED_CLIENT_TTL_SECONDS
+from ivoai.server.auth._sqlite import StoreError
+from ivoai.server.auth.oauth_schema import SCHEMA
 from ivoai.server.auth.oauth_store import GrantReplayed, OAuthStore
 from ivoai.server.datadir import ServerDataDir
 from tests.server.auth.oauth_client import mcp_status
@@ -211,3 +215,43 @@ def test_registrations_from_many_processes_stay_within_the_unused_cap(tmp_path: 
         assert p.exitcode == 0
     summary = OAuthStore(data.root, data.oauth).summary()
     assert summary["unused_clients"] == 10
+
+
+def test_a_database_written_by_the_first_sqlite_release_opens_with_its_rows(tmp_path: Path) -> None:
+    # That release ran SCHEMA with executescript and set user_version = 1 (no history table).
+    data = data_dir(tmp_path)
+    path = data.oauth / "oauth.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA)
+    conn.execute(
+        "INSERT INTO clients (client_id, metadata, created_at, used_at) VALUES ('c-old', ?, ?, ?)",
+        (json.dumps({"redirect_uris": ["https://old.example/cb"]}), NOW - 10, NOW - 5),
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    os.chmod(path, 0o600)
+    store = OAuthStore(data.root, data.oauth, clock=Clock(NOW))
+    client = store.get_client("c-old")
+    assert client is not None and client.metadata["redirect_uris"] == ["https://old.example/cb"]
+    assert store.summary()["registered_clients"] == 1
+    store.close()
+
+
+def test_a_database_from_a_newer_ivoai_is_refused_by_name_and_left_untouched(tmp_path: Path) -> None:
+    data = data_dir(tmp_path)
+    store = OAuthStore(data.root, data.oauth)
+    store.open()
+    store.close()
+    path = data.oauth / "oauth.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode = DELETE")  # so that even switching to WAL would show
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    newer = r"has schema version 2, newer than this ivoai understands \(1\); upgrade ivoai"
+    with pytest.raises(StoreError, match=newer) as info:
+        OAuthStore(data.root, data.oauth).open()
+    assert info.value.code == "state_store_error"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert not Path(f"{path}-wal").exists()

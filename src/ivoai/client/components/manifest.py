@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ivoai.client.components.errors import ManifestError, UnknownComponentError, UnsupportedPlatformError
+from ivoai.common.validate import is_int
 
 MANIFEST_SCHEMA = 1
 TEST_MANIFEST_ENV = "IVOAI_TEST_COMPONENTS_MANIFEST"
@@ -289,7 +290,7 @@ def _assets(doc: Any, where: str, *, allow_loopback: bool) -> dict[str, Asset]:
         if fmt not in ARCHIVE_FORMATS:
             raise _fail(where, f"asset {key!r}: `format` must be one of {', '.join(ARCHIVE_FORMATS)}")
         max_bytes = spec.get("max_bytes")
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        if not is_int(max_bytes, 1):
             raise _fail(where, f"asset {key!r}: `max_bytes` must be a positive integer")
         files = spec.get("files")
         if not isinstance(files, dict) or not files:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from ivoai.common.validate import is_int
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -66,7 +68,7 @@ def build_event(**fields: Any) -> dict[str, Any]:
             event[key] = bool(fields[key])
     for key in _INT_FIELDS:
         value = fields.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT_MAX:
+        if is_int(value, 0, _INT_MAX - 1):
             event[key] = value
     before, after = event.get("bytes_before"), event.get("bytes_after")
     if isinstance(before, int) and isinstance(after, int) and before > 0:

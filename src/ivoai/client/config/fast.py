@@ -11,8 +11,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ivoai.client.config.errors import ConfigError, ConfigSchemaError
+from ivoai.client.config.errors import ConfigError
 from ivoai.client.config.keys import CONFIG_SCHEMA_VERSION, KNOWN_KEYS, value_problems
+from ivoai.client.config.schema import check_file_schema
 from ivoai.common.fsio import read_private_file_or_none
 from ivoai.common.limits import CONFIG_MAX_BYTES
 from ivoai.common.paths import XdgPaths, xdg_paths
@@ -46,14 +47,7 @@ def check_schema(path: Path, value: object) -> int:
     """Validate the top-level `schema` value; a newer schema than this code knows fails closed."""
     if value is None:
         return CONFIG_SCHEMA_VERSION
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{path}: `schema` must be a positive integer")
-    if value > CONFIG_SCHEMA_VERSION:
-        raise ConfigSchemaError(
-            f"{path} has schema {value}, newer than this ivoai understands ({CONFIG_SCHEMA_VERSION}); "
-            "upgrade ivoai (the file was not changed)"
-        )
-    return value
+    return check_file_schema(path, value, CONFIG_SCHEMA_VERSION, ConfigError)
 
 
 def known_value_error(path: Path, problems: list[tuple[str, str]]) -> ConfigError:

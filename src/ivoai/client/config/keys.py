@@ -14,6 +14,7 @@ from ivoai.common.limits import (
     CONFIG_VALUE_MAX_CHARS,
     QUOTA_CONSERVE_THRESHOLD_PERCENT,
 )
+from ivoai.common.validate import is_int
 
 # 2: compression.provider/source normalized (seed 003); see ivoai.client.config.migrations.
 CONFIG_SCHEMA_VERSION = 2
@@ -91,7 +92,7 @@ class KeySpec:
             return f"{self.key} must be one of: {', '.join(self.choices)}"
         if self.int_range is not None:
             lo, hi = self.int_range
-            if isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi:
+            if is_int(value, lo, hi):
                 return None
             return f"{self.key} must be an integer {lo}..{hi}"
         return None if isinstance(value, str) else f"{self.key} must be a string"

@@ -34,6 +34,7 @@ from ivoai.client.config.errors import ConfigError
 from ivoai.common.errors import IvoaiError
 from ivoai.common.jsonio import dumps_bytes
 from ivoai.common.paths import XdgPaths
+from ivoai.common.validate import is_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Store:
                 f"{self.name}: cannot read the schema version ({type(exc).__name__})"
             ) from None
         value = doc.get("schema", 1) if isinstance(doc, dict) else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value, 1):
             raise MigrationStepError(f"{self.name}: `schema` is not a positive integer")
         return value
 

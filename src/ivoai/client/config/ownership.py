@@ -45,7 +45,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ivoai.client.config.errors import ConfigSchemaError, OwnershipConflictError, OwnershipError
+from ivoai.client.config.errors import OwnershipConflictError, OwnershipError
+from ivoai.client.config.schema import check_file_schema
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
 from ivoai.common.jsonio import dumps_bytes
 from ivoai.common.limits import JSON_STATE_MAX_BYTES, OWNERSHIP_MAX_ENTRIES
@@ -160,24 +161,24 @@ class OwnershipManifest:
     def _locked(self) -> AbstractContextManager[None]:
         return file_lock(self._paths.state, self._paths.state / ".ownership.json.lock")
 
-    def _read(self) -> list[OwnershipEntry]:
+    def _document(self) -> dict[str, Any] | None:
+        """The manifest's top-level object; None when there is no manifest yet."""
         raw = read_private_file_or_none(self._paths.state, self.path, JSON_STATE_MAX_BYTES)
         if raw is None:
-            return []
+            return None
         try:
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise OwnershipError(f"{self.path} is not valid JSON; restore it or delete it") from None
         if not isinstance(doc, dict):
             raise OwnershipError(f"{self.path}: expected a JSON object")
-        schema = doc.get("schema")
-        if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
-            raise OwnershipError(f"{self.path}: `schema` must be a positive integer")
-        if schema > OWNERSHIP_SCHEMA_VERSION:
-            raise ConfigSchemaError(
-                f"{self.path} has schema {schema}, newer than this ivoai understands "
-                f"({OWNERSHIP_SCHEMA_VERSION}); upgrade ivoai (the file was not changed)"
-            )
+        return doc
+
+    def _read(self) -> list[OwnershipEntry]:
+        doc = self._document()
+        if doc is None:
+            return []
+        schema = check_file_schema(self.path, doc.get("schema"), OWNERSHIP_SCHEMA_VERSION, OwnershipError)
         items = doc.get("entries")
         if not isinstance(items, list):
             raise OwnershipError(f"{self.path}: `entries` must be a list")
@@ -343,15 +344,9 @@ class OwnershipManifest:
 
     def _extras(self) -> dict[str, Any]:
         """The manifest's top-level sections other than `schema` and `entries`."""
-        raw = read_private_file_or_none(self._paths.state, self.path, JSON_STATE_MAX_BYTES)
-        if raw is None:
+        doc = self._document()
+        if doc is None:
             return {}
-        try:
-            doc = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise OwnershipError(f"{self.path} is not valid JSON; restore it or delete it") from None
-        if not isinstance(doc, dict):
-            raise OwnershipError(f"{self.path}: expected a JSON object")
         return {k: v for k, v in doc.items() if k not in ("schema", "entries")}
 
     def integrations(

@@ -16,7 +16,8 @@ import json
 import re
 from contextlib import AbstractContextManager
 
-from ivoai.client.config.errors import ConfigSchemaError, SecretsError
+from ivoai.client.config.errors import SecretsError
+from ivoai.client.config.schema import check_file_schema
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
 from ivoai.common.ids import random_id
 from ivoai.common.jsonio import dumps_bytes
@@ -94,14 +95,7 @@ class SecretsStore:
             ) from None
         if not isinstance(doc, dict):
             raise SecretsError(f"{path}: expected a JSON object at the top level")
-        schema = doc.get("schema")
-        if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
-            raise SecretsError(f"{path}: `schema` must be a positive integer")
-        if schema > SECRETS_SCHEMA_VERSION:
-            raise ConfigSchemaError(
-                f"{path} has schema {schema}, newer than this ivoai understands ({SECRETS_SCHEMA_VERSION}); "
-                "upgrade ivoai (the file was not changed)"
-            )
+        check_file_schema(path, doc.get("schema"), SECRETS_SCHEMA_VERSION, SecretsError)
         entries = doc.get("secrets")
         if not isinstance(entries, dict):
             raise SecretsError(f"{path}: `secrets` must be an object")

@@ -5,7 +5,9 @@ Every secret column holds a SHA-256 hex digest, never the secret. Scopes are sto
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+import sqlite3
+
+from ivoai.common.sqlite import Migration, run_script
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clients (
@@ -78,3 +80,12 @@ CREATE TABLE IF NOT EXISTS pending (
 );
 CREATE INDEX IF NOT EXISTS pending_by_age ON pending (created_at);
 """
+
+
+def _tables(conn: sqlite3.Connection) -> None:
+    run_script(conn, SCHEMA)
+
+
+# `user_version` 1 is what the first SQLite release recorded after creating SCHEMA; append, never edit.
+STEPS = (Migration(1, "oauth_tables", _tables),)
+SCHEMA_VERSION = STEPS[-1].version

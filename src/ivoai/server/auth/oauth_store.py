@@ -2,7 +2,8 @@
 
 Only SHA-256 hashes of activation codes, authorization codes, access tokens, refresh tokens, client
 secrets and consent request IDs are stored. Every mutation is one `BEGIN IMMEDIATE` transaction, so
-any number of processes (gateway workers, the CLI) can share the file (see `_sqlite.py`).
+any number of processes (gateway workers, the CLI) can share the file (see `_sqlite.py` and
+`common/sqlite.py`).
 
 What an unauthenticated caller can make the server store is bounded by constants, not by what it
 sends: a registration is at most `OAUTH_REGISTRATION_MAX_BYTES` of metadata; registrations that
@@ -49,7 +50,8 @@ from ivoai.common.limits import (
     WEB_ACCESS_TTL_DEFAULT_SECONDS,
     WEB_ACCESS_TTL_MAX_SECONDS,
 )
-from ivoai.server.auth._sqlite import Database, prepare_file
+from ivoai.common.sqlite import prepare_file
+from ivoai.server.auth._sqlite import Database
 from ivoai.server.auth.enrollment import parse_ttl
 from ivoai.server.auth.oauth_pending import PendingRequests
 from ivoai.server.auth.oauth_records import (
@@ -68,7 +70,7 @@ from ivoai.server.auth.oauth_records import (
     RegisteredClient,
     TokenRecord,
 )
-from ivoai.server.auth.oauth_schema import SCHEMA, SCHEMA_VERSION
+from ivoai.server.auth.oauth_schema import STEPS
 from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, WEB_SCOPES, parse_scopes
 
 __all__ = [
@@ -135,7 +137,7 @@ class OAuthStore(PendingRequests):
                 from ivoai.server.auth.oauth_legacy import import_legacy_state
 
                 prepare_file(self.root, self.path)
-                db = Database(self.root, self.path, SCHEMA, version=SCHEMA_VERSION)
+                db = Database(self.root, self.path, STEPS)
                 with db.init_lock():
                     db.initialize()
                     import_legacy_state(self.root, self.oauth_dir, db, now=self.clock())

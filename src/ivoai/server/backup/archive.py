@@ -68,6 +68,7 @@ from ivoai.common.limits import (
     CONTEXT_WALK_MAX_DEPTH,
 )
 from ivoai.common.redact import redact
+from ivoai.common.validate import is_int
 from ivoai.server.datadir import ServerDataDir
 
 FORMAT_NAME: Literal["ivoai-server-backup"] = "ivoai-server-backup"
@@ -792,7 +793,7 @@ def _read_manifest(tar: tarfile.TarFile, members: list[Member]) -> Manifest:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise ArchiveError("manifest.json does not describe an ivoai server backup")
     version = doc.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not is_int(version):
         raise ArchiveError("manifest.json: format_version must be an integer")
     if version > BACKUP_FORMAT_VERSION:
         raise ArchiveError(

@@ -8,36 +8,13 @@ by a newer or different ivoai, and guessing would risk the user's memory.
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
+from ivoai.common.sqlite import Migration, Migrations, run_script, user_version
 from ivoai.server.memory.errors import MemorySchemaError
 
 
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    apply: Callable[[sqlite3.Connection], None]
-
-
-def _script(conn: sqlite3.Connection, script: str) -> None:
-    """Run `script` statement by statement (`executescript` would commit the open transaction)."""
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        if not pending and (not line.strip() or line.strip().startswith("--")):
-            continue
-        pending += line
-        if sqlite3.complete_statement(pending):
-            conn.execute(pending)
-            pending = ""
-    if pending.strip():
-        raise ValueError("incomplete SQL statement in migration")
-
-
 def _pages(conn: sqlite3.Connection) -> None:
-    _script(
+    run_script(
         conn,
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
@@ -106,7 +83,7 @@ def _pages(conn: sqlite3.Connection) -> None:
 
 
 def _feedback(conn: sqlite3.Connection) -> None:
-    _script(
+    run_script(
         conn,
         """
         CREATE TABLE page_feedback (
@@ -122,7 +99,7 @@ def _feedback(conn: sqlite3.Connection) -> None:
 
 
 def _vectors(conn: sqlite3.Connection) -> None:
-    _script(
+    run_script(
         conn,
         """
         -- One embedding per page head; `model` names the embedder so a change of model is detected.
@@ -138,7 +115,7 @@ def _vectors(conn: sqlite3.Connection) -> None:
 
 
 def _hooks(conn: sqlite3.Connection) -> None:
-    _script(
+    run_script(
         conn,
         """
         CREATE TABLE hook_sessions (
@@ -182,7 +159,7 @@ def _scope_generations(conn: sqlite3.Connection) -> None:
     by_vector_new = "SELECT workspace, project, 1 FROM pages WHERE id = new.page_id"
     by_vector_old = "SELECT workspace, project, 1 FROM pages WHERE id = old.page_id"
     by_page = "SELECT new.workspace, new.project, 1 WHERE true"
-    _script(
+    run_script(
         conn,
         f"""
         CREATE TABLE scope_generations (
@@ -209,10 +186,26 @@ MIGRATIONS: tuple[Migration, ...] = (
 LATEST = MIGRATIONS[-1]
 
 
+def _newer(version: int, latest: int) -> MemorySchemaError:
+    return MemorySchemaError(
+        f"memory database schema version {version} is newer than this ivoai supports ({latest}); "
+        "upgrade ivoai (the database was left untouched)"
+    )
+
+
+def _different(version: int, recorded: str | None, expected: str) -> MemorySchemaError:
+    return MemorySchemaError(
+        f"memory database step {version} is {recorded!r}, "
+        f"expected {expected!r}; refusing to use a database with a different history"
+    )
+
+
+RUNNER = Migrations(MIGRATIONS, newer=_newer, history_table="schema_migrations", different=_different)
+
+
 def current_version(conn: sqlite3.Connection) -> int:
     """The number of migration steps recorded in the database."""
-    row = conn.execute("PRAGMA user_version").fetchone()
-    return int(row[0])
+    return user_version(conn)
 
 
 def check_supported_version(version: int, latest: int = LATEST.version) -> None:
@@ -221,11 +214,7 @@ def check_supported_version(version: int, latest: int = LATEST.version) -> None:
     Raises:
         MemorySchemaError: always, when `version > latest`.
     """
-    if version > latest:
-        raise MemorySchemaError(
-            f"memory database schema version {version} is newer than this ivoai supports ({latest}); "
-            "upgrade ivoai (the database was left untouched)"
-        )
+    RUNNER.refuse_newer(version, latest)
 
 
 def check_supported(conn: sqlite3.Connection, *, upto: int | None = None) -> int:
@@ -234,17 +223,7 @@ def check_supported(conn: sqlite3.Connection, *, upto: int | None = None) -> int
     Raises:
         MemorySchemaError: the database is newer than this code, or its step names differ.
     """
-    version = current_version(conn)
-    check_supported_version(version, LATEST.version if upto is None else upto)
-    if version > 0:
-        recorded = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
-        for step in MIGRATIONS[:version]:
-            if recorded.get(step.version) != step.name:
-                raise MemorySchemaError(
-                    f"memory database step {step.version} is {recorded.get(step.version)!r}, "
-                    f"expected {step.name!r}; refusing to use a database with a different history"
-                )
-    return version
+    return RUNNER.check(conn, upto=upto)
 
 
 def migrate(conn: sqlite3.Connection, *, upto: int | None = None) -> int:
@@ -253,22 +232,4 @@ def migrate(conn: sqlite3.Connection, *, upto: int | None = None) -> int:
     Raises:
         MemorySchemaError: the database is newer than this code or has a different history.
     """
-    target = LATEST.version if upto is None else upto
-    while True:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = check_supported(conn)
-            if version >= target:
-                conn.execute("COMMIT")
-                return version
-            step = MIGRATIONS[version]
-            step.apply(conn)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (step.version, step.name, time.time()),
-            )
-            conn.execute(f"PRAGMA user_version = {int(step.version)}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    return RUNNER.migrate(conn, upto=upto)
