@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Mapping
@@ -40,6 +37,7 @@ from ivoai.client.orchestration._catalogue import (
     safe_version,
 )
 from ivoai.client.orchestration._errors import AppServerError
+from ivoai.client.orchestration._pipes import json_lines, kill_group, spawn_piped
 from ivoai.client.orchestration._profiles import VENDOR_CAPABILITIES, ProviderFacts
 from ivoai.client.orchestration._quota import (
     AuthState,
@@ -239,58 +237,27 @@ def claude_initialize(
     """
     argv = [claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=probe_env(env),
-            process_group=0,
-            close_fds=True,
-        )
+        proc = spawn_piped(argv, env)
     except OSError as exc:
         raise AppServerError(f"could not start claude ({exc.strerror or exc})") from None
     request = {"type": "control_request", "request_id": "ivoai_init", "request": {"subtype": "initialize"}}
     deadline = time.monotonic() + timeout
-    buffer = b""
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write((json.dumps(request) + "\n").encode())
         proc.stdin.flush()
-        fd = proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, _, buffer = buffer.partition(b"\n")
-                    try:
-                        doc = json.loads(line)
-                    except (UnicodeDecodeError, json.JSONDecodeError):
-                        continue
-                    resp = doc.get("response") if isinstance(doc, dict) else None
-                    if (
-                        doc.get("type") == "control_response"
-                        and isinstance(resp, dict)
-                        and resp.get("request_id") == "ivoai_init"
-                        and isinstance(resp.get("response"), dict)
-                    ):
-                        return dict(resp["response"])
-                if len(buffer) > 4 * 1024 * 1024:
-                    break
+        for doc in json_lines(proc.stdout, deadline, max_pending=4 * 1024 * 1024):
+            resp = doc.get("response") if isinstance(doc, dict) else None
+            if (
+                doc.get("type") == "control_response"
+                and isinstance(resp, dict)
+                and resp.get("request_id") == "ivoai_init"
+                and isinstance(resp.get("response"), dict)
+            ):
+                return dict(resp["response"])
         raise AppServerError("claude did not answer the initialize control request")
     finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+        kill_group(proc)
 
 
 def probe_claude(
