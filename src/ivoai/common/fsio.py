@@ -99,19 +99,20 @@ def private_umask() -> int:
     return previous
 
 
+def _open_dir(path: str | Path, dir_fd: int | None, unsafe: str) -> int:
+    """Open a directory without following a link; a link or a non-directory is `UnsafePathError(unsafe)`."""
+    try:
+        return os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePathError(unsafe) from None
+        raise
+
+
 def _open_root(root: Path, *, create: bool) -> int:
     if create:
         makedirs_private(root)
-    try:
-        fd = os.open(root, _DIR_FLAGS)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafePathError(
-                f"{root} is a symlink or not a directory; replace it with a real directory"
-            ) from None
-        raise
+    fd = _open_dir(root, None, f"{root} is a symlink or not a directory; replace it with a real directory")
     try:
         check_stat(os.fstat(fd), root, private=True, expect_dir=True)
     except BaseException:
@@ -141,12 +142,7 @@ def open_private_dir(root: Path, path: Path | None = None, *, create: bool = Fal
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, PRIVATE_DIR_MODE, dir_fd=fd)
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePathError(f"{current} is a symlink or not a directory") from None
-                raise
+            nfd = _open_dir(part, fd, f"{current} is a symlink or not a directory")
             os.close(fd)
             fd = nfd
             check_stat(os.fstat(fd), current, private=True, expect_dir=True)
@@ -225,7 +221,22 @@ def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes |
         return None
 
 
-def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _copy_into(fd: int, source: Path) -> None:
+    src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        while block := os.read(src, 1 << 20):
+            _write_all(fd, block)
+    finally:
+        os.close(src)
+
+
+def _write_staged(dfd: int, path: Path, data: bytes | Path, mode: int) -> None:
     """Stage `data` next to `path.name` in directory `dfd`, fsync, rename over it, fsync the directory."""
     tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
     try:
@@ -234,10 +245,10 @@ def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
         )
         try:
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            if isinstance(data, bytes):
+                _write_all(fd, data)
+            else:
+                _copy_into(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -256,8 +267,10 @@ def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
                 os.unlink(tmp, dir_fd=dfd)
 
 
-def atomic_write(root: Path, path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
+def atomic_write(root: Path, path: Path, data: bytes | Path, *, mode: int = PRIVATE_FILE_MODE) -> None:
     """Replace `path` with `data` atomically: private staging file, fsync, rename, fsync directory.
+
+    `data` is the new content, or a file whose content is copied (opened without following a link).
 
     The staging file lives in the target directory (same filesystem) under a random name and is
     created with O_EXCL|O_NOFOLLOW at `mode`, so a reader sees the old or the new content, never
@@ -328,14 +341,7 @@ def open_beneath(root_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
     fd = os.dup(root_fd)
     try:
         for part in parts[:-1]:
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePathError(
-                        f"{rel}: component {part!r} is a symlink or not a directory"
-                    ) from None
-                raise
+            nfd = _open_dir(part, fd, f"{rel}: component {part!r} is a symlink or not a directory")
             os.close(fd)
             fd = nfd
         try:
