@@ -213,6 +213,29 @@ def read_private_file(root: Path, path: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def file_sha256(path: str | Path, max_bytes: int | None = None) -> str:
+    """SHA-256 (hex) of a file read without following a final symlink, at most `max_bytes` bytes.
+
+    Raises:
+        TooLargeError: the file is larger than `max_bytes`.
+        OSError: it cannot be opened (a final symlink: ELOOP) or read.
+    """
+    import hashlib  # not at module level: the launch path imports this module
+
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        total = 0
+        while block := os.read(fd, 1 << 20):
+            total += len(block)
+            if max_bytes is not None and total > max_bytes:
+                raise TooLargeError(f"{path} is larger than {max_bytes} bytes")
+            digest.update(block)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
 def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes | None:
     """Like `read_private_file`, but None when the file (or its directory) does not exist."""
     try:

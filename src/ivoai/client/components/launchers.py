@@ -15,7 +15,6 @@ sees the old launcher or the new one, never a torn file.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shlex
 import subprocess
@@ -26,7 +25,7 @@ from ivoai.client.components.errors import ProbeError
 from ivoai.client.components.manifest import Launcher, Pin
 from ivoai.client.components.runner import installer_env
 from ivoai.client.components.state import bin_dir
-from ivoai.common.fsio import atomic_write
+from ivoai.common.fsio import atomic_write, file_sha256
 from ivoai.common.limits import COMPONENT_PROBE_TIMEOUT_SECONDS, PROBE_OUTPUT_MAX_BYTES
 from ivoai.common.paths import XdgPaths
 from ivoai.common.redact import redact
@@ -60,14 +59,7 @@ def launcher_path(paths: XdgPaths, name: str) -> Path:
 def digest_of(content: bytes | Path) -> str:
     if isinstance(content, bytes):
         return hashlib.sha256(content).hexdigest()
-    digest = hashlib.sha256()
-    fd = os.open(content, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        while block := os.read(fd, 1 << 20):
-            digest.update(block)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+    return file_sha256(content)
 
 
 def installed_digest(paths: XdgPaths, name: str) -> str | None:
