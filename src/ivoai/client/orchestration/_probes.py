@@ -19,7 +19,7 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,13 +168,17 @@ def probe_codex(
                 ):
                     update, _, _ = codex_windows(note["params"], now)
                     windows = list(merge_windows(windows, update))
-            catalogue = cache.get("codex", version, tiers) if version else None
-            if catalogue is None and version:
-                catalogue = codex_catalogue(
-                    session.request("model/list", {"includeHidden": True}) or {}, version, now
+            catalogue = None
+            if version:
+                catalogue = _cached_catalogue(
+                    cache,
+                    "codex",
+                    version,
+                    tiers,
+                    lambda: codex_catalogue(
+                        session.request("model/list", {"includeHidden": True}) or {}, version, now
+                    ),
                 )
-                _cache_put(cache, catalogue)
-                catalogue = assign_tiers(catalogue, tiers)
     except (AppServerError, RpcError) as exc:
         quota = VendorQuota("codex", state="error", error=str(exc)[:240], observed_at=None)
         return VendorProbe(ProviderFacts("codex", False, note=str(exc)[:240]), quota)
@@ -192,10 +196,22 @@ def probe_codex(
     return VendorProbe(facts, quota)
 
 
-def _cache_put(cache: CatalogueCache, catalogue: Catalogue) -> None:
-    # A cache we cannot write costs one more catalogue request next time, nothing else.
-    with contextlib.suppress(IvoaiError, OSError, ValueError):
-        cache.put(catalogue)
+def _cached_catalogue(
+    cache: CatalogueCache,
+    vendor: str,
+    version: str,
+    tiers: Mapping[str, Tier] | None,
+    fetch: Callable[[], Catalogue],
+) -> Catalogue:
+    """The catalogue of `vendor` at `version`: cached, else fetched, cached (without tiers) and tiered."""
+    catalogue = cache.get(vendor, version, tiers)
+    if catalogue is None:
+        catalogue = fetch()
+        # A cache we cannot write costs one more catalogue request next time, nothing else.
+        with contextlib.suppress(IvoaiError, OSError, ValueError):
+            cache.put(catalogue)
+        catalogue = assign_tiers(catalogue, tiers)
+    return catalogue
 
 
 def _run(
@@ -277,15 +293,16 @@ def probe_claude(
     if version is None:
         return VendorProbe(ProviderFacts("claude", False, note="`claude --version` did not answer"), None)
     auth = claude_auth(found[0], env)
-    catalogue = cache.get("claude", version, tiers)
-    if catalogue is None:
-        try:
-            catalogue = claude_catalogue(claude_initialize(found[0], env), version, now)
-            _cache_put(cache, catalogue)
-            catalogue = assign_tiers(catalogue, tiers)
-        except AppServerError as exc:
-            caps = VENDOR_CAPABILITIES["claude"]
-            return VendorProbe(ProviderFacts("claude", True, auth, version, None, caps, note=str(exc)), None)
+    claude = found[0]
+
+    def fetch() -> Catalogue:
+        return claude_catalogue(claude_initialize(claude, env), version, now)
+
+    try:
+        catalogue = _cached_catalogue(cache, "claude", version, tiers, fetch)
+    except AppServerError as exc:
+        caps = VENDOR_CAPABILITIES["claude"]
+        return VendorProbe(ProviderFacts("claude", True, auth, version, None, caps, note=str(exc)), None)
     return VendorProbe(
         ProviderFacts("claude", True, auth, version, catalogue, VENDOR_CAPABILITIES["claude"]), None
     )
