@@ -109,16 +109,21 @@ def _open_dir(path: str | Path, dir_fd: int | None, unsafe: str) -> int:
         raise
 
 
-def _open_root(root: Path, *, create: bool) -> int:
-    if create:
-        makedirs_private(root)
-    fd = _open_dir(root, None, f"{root} is a symlink or not a directory; replace it with a real directory")
+def _verified(fd: int, path: Path, *, expect_dir: bool) -> int:
+    """`fd` once `check_stat` accepts it as private (owner, mode, kind); closed when it does not."""
     try:
-        check_stat(os.fstat(fd), root, private=True, expect_dir=True)
+        check_stat(os.fstat(fd), path, private=True, expect_dir=expect_dir)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_root(root: Path, *, create: bool) -> int:
+    if create:
+        makedirs_private(root)
+    fd = _open_dir(root, None, f"{root} is a symlink or not a directory; replace it with a real directory")
+    return _verified(fd, root, expect_dir=True)
 
 
 def open_private_dir(root: Path, path: Path | None = None, *, create: bool = False) -> int:
@@ -177,12 +182,7 @@ def open_private_file(
             raise
     finally:
         os.close(dfd)
-    try:
-        check_stat(os.fstat(fd), path, private=True, expect_dir=False)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _verified(fd, path, expect_dir=False)
 
 
 def read_fd_bounded(fd: int, max_bytes: int, *, what: str = "file") -> bytes:
