@@ -109,6 +109,16 @@ def _open_dir(path: str | Path, dir_fd: int | None, unsafe: str) -> int:
         raise
 
 
+def _open_file(name: str, flags: int, dir_fd: int, unsafe: str, mode: int = 0o777) -> int:
+    """Open `name` in `dir_fd` without following a final link; a link is `UnsafePathError(unsafe)`."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(unsafe) from None
+        raise
+
+
 def _verified(fd: int, path: Path, *, expect_dir: bool) -> int:
     """`fd` once `check_stat` accepts it as private (owner, mode, kind); closed when it does not."""
     try:
@@ -174,12 +184,7 @@ def open_private_file(
     """
     dfd = open_private_dir(root, path.parent)
     try:
-        try:
-            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{path} is a symlink; remove it") from None
-            raise
+        fd = _open_file(path.name, flags, dfd, f"{path} is a symlink; remove it", mode)
     finally:
         os.close(dfd)
     return _verified(fd, path, expect_dir=False)
@@ -367,12 +372,7 @@ def open_beneath(root_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
             nfd = _open_dir(part, fd, f"{rel}: component {part!r} is a symlink or not a directory")
             os.close(fd)
             fd = nfd
-        try:
-            return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{rel} is a symlink") from None
-            raise
+        return _open_file(parts[-1], flags, fd, f"{rel} is a symlink")
     finally:
         os.close(fd)
 
