@@ -99,25 +99,41 @@ def private_umask() -> int:
     return previous
 
 
-def _open_root(root: Path, *, create: bool) -> int:
-    if create:
-        makedirs_private(root)
+def _open_dir(path: str | Path, dir_fd: int | None, unsafe: str) -> int:
+    """Open a directory without following a link; a link or a non-directory is `UnsafePathError(unsafe)`."""
     try:
-        fd = os.open(root, _DIR_FLAGS)
-    except FileNotFoundError:
-        raise
+        return os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafePathError(
-                f"{root} is a symlink or not a directory; replace it with a real directory"
-            ) from None
+            raise UnsafePathError(unsafe) from None
         raise
+
+
+def _open_file(name: str, flags: int, dir_fd: int, unsafe: str, mode: int = 0o777) -> int:
+    """Open `name` in `dir_fd` without following a final link; a link is `UnsafePathError(unsafe)`."""
     try:
-        check_stat(os.fstat(fd), root, private=True, expect_dir=True)
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(unsafe) from None
+        raise
+
+
+def _verified(fd: int, path: Path, *, expect_dir: bool) -> int:
+    """`fd` once `check_stat` accepts it as private (owner, mode, kind); closed when it does not."""
+    try:
+        check_stat(os.fstat(fd), path, private=True, expect_dir=expect_dir)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_root(root: Path, *, create: bool) -> int:
+    if create:
+        makedirs_private(root)
+    fd = _open_dir(root, None, f"{root} is a symlink or not a directory; replace it with a real directory")
+    return _verified(fd, root, expect_dir=True)
 
 
 def open_private_dir(root: Path, path: Path | None = None, *, create: bool = False) -> int:
@@ -141,12 +157,7 @@ def open_private_dir(root: Path, path: Path | None = None, *, create: bool = Fal
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, PRIVATE_DIR_MODE, dir_fd=fd)
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePathError(f"{current} is a symlink or not a directory") from None
-                raise
+            nfd = _open_dir(part, fd, f"{current} is a symlink or not a directory")
             os.close(fd)
             fd = nfd
             check_stat(os.fstat(fd), current, private=True, expect_dir=True)
@@ -173,20 +184,10 @@ def open_private_file(
     """
     dfd = open_private_dir(root, path.parent)
     try:
-        try:
-            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{path} is a symlink; remove it") from None
-            raise
+        fd = _open_file(path.name, flags, dfd, f"{path} is a symlink; remove it", mode)
     finally:
         os.close(dfd)
-    try:
-        check_stat(os.fstat(fd), path, private=True, expect_dir=False)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _verified(fd, path, expect_dir=False)
 
 
 def read_fd_bounded(fd: int, max_bytes: int, *, what: str = "file") -> bytes:
@@ -217,6 +218,29 @@ def read_private_file(root: Path, path: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def file_sha256(path: str | Path, max_bytes: int | None = None) -> str:
+    """SHA-256 (hex) of a file read without following a final symlink, at most `max_bytes` bytes.
+
+    Raises:
+        TooLargeError: the file is larger than `max_bytes`.
+        OSError: it cannot be opened (a final symlink: ELOOP) or read.
+    """
+    import hashlib  # not at module level: the launch path imports this module
+
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        total = 0
+        while block := os.read(fd, 1 << 20):
+            total += len(block)
+            if max_bytes is not None and total > max_bytes:
+                raise TooLargeError(f"{path} is larger than {max_bytes} bytes")
+            digest.update(block)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
 def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes | None:
     """Like `read_private_file`, but None when the file (or its directory) does not exist."""
     try:
@@ -225,7 +249,22 @@ def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes |
         return None
 
 
-def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _copy_into(fd: int, source: Path) -> None:
+    src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        while block := os.read(src, 1 << 20):
+            _write_all(fd, block)
+    finally:
+        os.close(src)
+
+
+def _write_staged(dfd: int, path: Path, data: bytes | Path, mode: int) -> None:
     """Stage `data` next to `path.name` in directory `dfd`, fsync, rename over it, fsync the directory."""
     tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
     try:
@@ -234,10 +273,10 @@ def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
         )
         try:
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            if isinstance(data, bytes):
+                _write_all(fd, data)
+            else:
+                _copy_into(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -256,8 +295,10 @@ def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
                 os.unlink(tmp, dir_fd=dfd)
 
 
-def atomic_write(root: Path, path: Path, data: bytes, *, mode: int = PRIVATE_FILE_MODE) -> None:
+def atomic_write(root: Path, path: Path, data: bytes | Path, *, mode: int = PRIVATE_FILE_MODE) -> None:
     """Replace `path` with `data` atomically: private staging file, fsync, rename, fsync directory.
+
+    `data` is the new content, or a file whose content is copied (opened without following a link).
 
     The staging file lives in the target directory (same filesystem) under a random name and is
     created with O_EXCL|O_NOFOLLOW at `mode`, so a reader sees the old or the new content, never
@@ -328,22 +369,10 @@ def open_beneath(root_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
     fd = os.dup(root_fd)
     try:
         for part in parts[:-1]:
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePathError(
-                        f"{rel}: component {part!r} is a symlink or not a directory"
-                    ) from None
-                raise
+            nfd = _open_dir(part, fd, f"{rel}: component {part!r} is a symlink or not a directory")
             os.close(fd)
             fd = nfd
-        try:
-            return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{rel} is a symlink") from None
-            raise
+        return _open_file(parts[-1], flags, fd, f"{rel} is a symlink")
     finally:
         os.close(fd)
 

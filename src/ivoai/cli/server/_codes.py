@@ -1,12 +1,13 @@
-"""Rendering shared by one-time code commands (`enrollment`, `web-access`): metadata only, never codes."""
+"""Rendering shared by one-time code commands (`enrollment`, `web-access`): a new code once, else metadata."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ivoai.cli._output import print_json, print_table
+from ivoai.cli._output import info, print_json, print_table
 
 
 class CodeRecord(Protocol):
@@ -17,6 +18,17 @@ class CodeRecord(Protocol):
     revoked_at: float | None
     client_id: str | None
     scopes: list[str]
+
+
+class NewCode(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def code(self) -> str: ...
+    @property
+    def expires_at(self) -> float: ...
+    @property
+    def scopes(self) -> Sequence[str]: ...
 
 
 def iso(ts: float | None) -> str | None:
@@ -49,3 +61,14 @@ def render_code_rows(title: str, rows: Iterable[dict[str, Any]], *, json_out: bo
         ["ID", "STATUS", "EXPIRES", "CLIENT", "SCOPES"],
         [[r["id"], r["status"], r["expires_at"], r["client_id"] or "", " ".join(r["scopes"])] for r in rows],
     )
+
+
+def show_created(created: NewCode, doc: dict[str, Any], *, label: str, hint: str, json_out: bool) -> None:
+    """A new code: `doc` as JSON, or the code alone on stdout (printed once, unredacted) and metadata
+    and `hint` on stderr."""
+    if json_out:
+        print_json(doc)
+        return
+    sys.stdout.write(created.code + "\n")
+    info(f"{label} {created.id}: expires {iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
+    info(hint)

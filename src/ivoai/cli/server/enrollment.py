@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import typer
 
 from ivoai.cli._output import info, print_json, print_table
 from ivoai.cli.server import data_dir_from
-from ivoai.cli.server._codes import code_row, iso, render_code_rows
+from ivoai.cli.server._codes import code_row, iso, render_code_rows, show_created
 
 if TYPE_CHECKING:
     from ivoai.server.auth.enrollment import EnrollmentStore
@@ -44,15 +43,13 @@ def create(
     seconds = parse_ttl(ttl, default=ENROLLMENT_TTL_SECONDS, maximum=ENROLLMENT_TTL_MAX_SECONDS)
     wanted = parse_scopes(scopes, default=DEFAULT_CLIENT_SCOPES, field="--scopes")
     created = _store(ctx).create_code(ttl_seconds=seconds, scopes=wanted)
-    if json_out:
-        print_json({"id": created.id, "code": created.code, "expires_at": iso(created.expires_at)})
-        return
-    # The code is printed once, unredacted, on stdout only; metadata goes to stderr.
-    sys.stdout.write(created.code + "\n")
-    info(f"enrollment {created.id}: expires {iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
-    info(
-        "give the code to the client over a private channel; it works once: "
-        "ivoai connect server add ALIAS --url URL --code-stdin"
+    show_created(
+        created,
+        {"id": created.id, "code": created.code, "expires_at": iso(created.expires_at)},
+        label="enrollment",
+        hint="give the code to the client over a private channel; it works once: "
+        "ivoai connect server add ALIAS --url URL --code-stdin",
+        json_out=json_out,
     )
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import typer
 
-from ivoai.cli._output import info, print_json
+from ivoai.cli._output import info
 from ivoai.cli.server import data_dir_from
-from ivoai.cli.server._codes import code_row, iso, render_code_rows
+from ivoai.cli.server._codes import code_row, iso, render_code_rows, show_created
 
 if TYPE_CHECKING:
     from ivoai.server.auth.oauth_store import OAuthStore
@@ -40,19 +39,16 @@ def create(
 ) -> None:
     """Create a one-time activation code to type on the consent page."""
     created = _store(ctx).create_activation(ttl=ttl, scopes=scopes)
-    if json_out:
-        print_json(
-            {
-                "id": created.id,
-                "code": created.code,
-                "expires_at": iso(created.expires_at),
-                "scopes": created.scopes,
-            }
-        )
-        return
-    sys.stdout.write(created.code + "\n")
-    info(f"web-access {created.id}: expires {iso(created.expires_at)}, scopes {' '.join(created.scopes)}")
-    info("add the server's /mcp URL as a connector in ChatGPT or Claude; paste this code on its consent page")
+    doc = {
+        "id": created.id,
+        "code": created.code,
+        "expires_at": iso(created.expires_at),
+        "scopes": created.scopes,
+    }
+    hint = (
+        "add the server's /mcp URL as a connector in ChatGPT or Claude; paste this code on its consent page"
+    )
+    show_created(created, doc, label="web-access", hint=hint, json_out=json_out)
 
 
 @app.command("list")

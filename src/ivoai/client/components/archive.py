@@ -91,28 +91,24 @@ class _Writer:
         self.budget = budget
         self.seen: set[str] = set()
 
-    def _parent(self, parts: list[str]) -> Path:
-        parent = self.root
-        for part in parts[:-1]:
-            parent = parent / part
-            try:
-                os.mkdir(parent, 0o755)
-            except FileExistsError:
-                if not stat.S_ISDIR(os.lstat(parent).st_mode):
-                    raise ArchiveError(
-                        f"archive member path {part!r} is both a file and a directory"
-                    ) from None
-        return parent
-
-    def directory(self, parts: list[str]) -> None:
-        path = self._parent(parts) / parts[-1]
+    @staticmethod
+    def _mkdir(path: Path, what: str) -> None:
+        """Create `path` (0755) unless it is a directory already; a file there is refused."""
         try:
             os.mkdir(path, 0o755)
         except FileExistsError:
             if not stat.S_ISDIR(os.lstat(path).st_mode):
-                raise ArchiveError(
-                    f"archive member {'/'.join(parts)!r} is both a file and a directory"
-                ) from None
+                raise ArchiveError(f"{what} is both a file and a directory") from None
+
+    def _parent(self, parts: list[str]) -> Path:
+        parent = self.root
+        for part in parts[:-1]:
+            parent = parent / part
+            self._mkdir(parent, f"archive member path {part!r}")
+        return parent
+
+    def directory(self, parts: list[str]) -> None:
+        self._mkdir(self._parent(parts) / parts[-1], f"archive member {'/'.join(parts)!r}")
 
     def file(self, parts: list[str], source: IO[bytes], executable: bool) -> None:
         key = "/".join(parts)

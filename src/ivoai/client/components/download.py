@@ -22,6 +22,8 @@ import urllib.request
 from pathlib import Path
 
 from ivoai.client.components.errors import DownloadError, IntegrityError
+from ivoai.common import fsio
+from ivoai.common.errors import TooLargeError
 from ivoai.common.fsio import PRIVATE_FILE_MODE
 from ivoai.common.limits import COMPONENT_DOWNLOAD_STALL_SECONDS, COMPONENT_DOWNLOAD_TIMEOUT_SECONDS
 from ivoai.common.redact import redact
@@ -58,18 +60,10 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 def file_sha256(path: Path, limit: int | None = None) -> str:
     """SHA-256 of a file read without following a final symlink (optionally bounded)."""
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        total = 0
-        while block := os.read(fd, 1 << 20):
-            total += len(block)
-            if limit is not None and total > limit:
-                raise IntegrityError(f"{path} is larger than {limit} bytes")
-            digest.update(block)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+        return fsio.file_sha256(path, limit)
+    except TooLargeError:
+        raise IntegrityError(f"{path} is larger than {limit} bytes") from None
 
 
 def download(

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from ivoai.client.components.errors import ComponentError
-from ivoai.client.components.launchers import write_file_atomic
 from ivoai.client.components.state import now
 from ivoai.common.fsio import atomic_write, ensure_private_dir, read_private_file_or_none
 from ivoai.common.jsonio import dumps_bytes
@@ -196,7 +195,7 @@ class Transaction:
             if total > UPDATE_SNAPSHOT_MAX_BYTES:
                 raise ComponentError(f"the files to snapshot exceed {UPDATE_SNAPSHOT_MAX_BYTES} bytes")
             copy = files_dir / str(index)
-            write_file_atomic(self.paths.state, copy, path, mode=0o600)
+            atomic_write(self.paths.state, copy, path, mode=0o600)
             digest = sha256_or_none(copy)
             self.files.append(FileRecord(root, rel, True, st.st_mode & 0o7777, digest, index))
         self._save()
@@ -215,7 +214,7 @@ class Transaction:
                     continue
                 if sha256_or_none(copy) != record.before:
                     raise ComponentError(f"the snapshot of {target} is damaged; it was not restored")
-                write_file_atomic(root, target, copy, mode=record.mode or 0o600)
+                atomic_write(root, target, copy, mode=record.mode or 0o600)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     if os.path.isdir(target) and not os.path.islink(target):

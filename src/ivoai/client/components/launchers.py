@@ -14,11 +14,8 @@ sees the old launcher or the new one, never a torn file.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
-import secrets
 import shlex
 import subprocess
 from collections.abc import Mapping
@@ -28,7 +25,7 @@ from ivoai.client.components.errors import ProbeError
 from ivoai.client.components.manifest import Launcher, Pin
 from ivoai.client.components.runner import installer_env
 from ivoai.client.components.state import bin_dir
-from ivoai.common.fsio import open_private_dir
+from ivoai.common.fsio import atomic_write, file_sha256
 from ivoai.common.limits import COMPONENT_PROBE_TIMEOUT_SECONDS, PROBE_OUTPUT_MAX_BYTES
 from ivoai.common.paths import XdgPaths
 from ivoai.common.redact import redact
@@ -62,14 +59,7 @@ def launcher_path(paths: XdgPaths, name: str) -> Path:
 def digest_of(content: bytes | Path) -> str:
     if isinstance(content, bytes):
         return hashlib.sha256(content).hexdigest()
-    digest = hashlib.sha256()
-    fd = os.open(content, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        while block := os.read(fd, 1 << 20):
-            digest.update(block)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+    return file_sha256(content)
 
 
 def installed_digest(paths: XdgPaths, name: str) -> str | None:
@@ -83,45 +73,9 @@ def installed_digest(paths: XdgPaths, name: str) -> str | None:
         return None
 
 
-def write_file_atomic(root: Path, path: Path, content: bytes | Path, mode: int = LAUNCHER_MODE) -> None:
-    """Atomically replace `path` (below the private `root`) with bytes or a copy of a file."""
-    dfd = open_private_dir(root, path.parent, create=True)
-    tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
-    try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd
-        )
-        try:
-            os.fchmod(fd, mode)
-            if isinstance(content, bytes):
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(fd, view) :]
-            else:
-                src = os.open(content, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                try:
-                    while block := os.read(src, 1 << 20):
-                        view = memoryview(block)
-                        while view:
-                            view = view[os.write(fd, view) :]
-                finally:
-                    os.close(src)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        tmp = ""
-        os.fsync(dfd)
-    finally:
-        if tmp:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dfd)
-        os.close(dfd)
-
-
 def write_launcher(paths: XdgPaths, name: str, content: bytes | Path) -> str:
     """Atomically install launcher `name`; return its SHA-256."""
-    write_file_atomic(paths.data, launcher_path(paths, name), content)
+    atomic_write(paths.data, launcher_path(paths, name), content, mode=LAUNCHER_MODE)
     return digest_of(launcher_path(paths, name))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from ivoai.client.components.errors import InstallerError
 from ivoai.common.fsio import PRIVATE_FILE_MODE
 from ivoai.common.limits import COMPONENT_INSTALL_LOG_MAX_BYTES
+from ivoai.common.net import PROXY_ENV_VARS
 from ivoai.common.redact import redact
 
 INSTALLER_ENV_ALLOWLIST = (
@@ -27,13 +28,7 @@ INSTALLER_ENV_ALLOWLIST = (
     "LC_ALL",
     "LC_CTYPE",
     "TZ",
-    # A proxy URL may carry the proxy's own login; without it nothing downloads on such networks.
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
+    *PROXY_ENV_VARS,
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
     "NODE_EXTRA_CA_CERTS",

@@ -16,7 +16,6 @@ never written to config, and ivoai prints a warning on every launch that uses it
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
 import os
@@ -29,6 +28,8 @@ from dataclasses import dataclass
 from ivoai.client.agents.executors import managed_bin_dir
 from ivoai.client.compression._probe import run_probe
 from ivoai.client.compression.errors import PreflightError
+from ivoai.common import fsio
+from ivoai.common.errors import TooLargeError
 from ivoai.common.limits import (
     CAVEMAN_BINARY_MAX_BYTES,
     CAVEMAN_HEALTH_MAX_BYTES,
@@ -84,20 +85,12 @@ def expected_digest(env: Mapping[str, str]) -> tuple[str, bool]:
 
 def file_sha256(path: str, max_bytes: int = CAVEMAN_BINARY_MAX_BYTES) -> str:
     """SHA-256 of a whole file, read without following a final symlink; bounded by `max_bytes`."""
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        total = 0
-        while block := os.read(fd, 1 << 20):
-            total += len(block)
-            if total > max_bytes:
-                raise PreflightError(
-                    f"{BINARY} is larger than {max_bytes} bytes", code="caveman_binary_too_large"
-                )
-            digest.update(block)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+        return fsio.file_sha256(path, max_bytes)
+    except TooLargeError:
+        raise PreflightError(
+            f"{BINARY} is larger than {max_bytes} bytes", code="caveman_binary_too_large"
+        ) from None
 
 
 def preflight(env: Mapping[str, str]) -> CavemanBinary:

@@ -181,24 +181,15 @@ def discover(base_url: str) -> Discovery:
             "memory_mcp_endpoint",
         ):
             _endpoint(base_url, str(getattr(doc, field)), field)
-        status, _ = _request(
-            client,
-            "GET",
-            _endpoint(base_url, doc.health_endpoint, "health_endpoint"),
-            limit=ENROLL_RESPONSE_MAX_BYTES,
-            what="health",
-            follow=True,
-        )
+
+        def get(field: str, what: str) -> tuple[int, bytes]:
+            url = _endpoint(base_url, str(getattr(doc, field)), field)
+            return _request(client, "GET", url, limit=ENROLL_RESPONSE_MAX_BYTES, what=what, follow=True)
+
+        status, _ = get("health_endpoint", "health")
         if status != 200:
             raise EnrollmentError(f"health: the server is not healthy (HTTP {status}); no code was sent")
-        status, body = _request(
-            client,
-            "GET",
-            _endpoint(base_url, doc.ready_endpoint, "ready_endpoint"),
-            limit=ENROLL_RESPONSE_MAX_BYTES,
-            what="readiness",
-            follow=True,
-        )
+        status, body = get("ready_endpoint", "readiness")
         try:
             ready = _json(body, "readiness")
         except EnrollmentError:

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 from ivoai.client.config.secrets import SecretsStore, new_secret_id
 from ivoai.client.connections.official import Provider
-from ivoai.client.connections.registry import ConnectionRegistry, OfficialLogin, UserMcpServer, now_iso
+from ivoai.client.connections.registry import (
+    ConnectionRegistry,
+    OfficialLogin,
+    RegistryState,
+    UserMcpServer,
+    now_iso,
+)
 from ivoai.client.connections.urls import normalize_server_url
 from ivoai.client.knowledge.profiles import ServerProfile, validate_name
 from ivoai.common.errors import ConflictError, ValidationError
 from ivoai.common.paths import XdgPaths
 
 TOKEN_MAX_CHARS = 4096
+_Entry = TypeVar("_Entry", ServerProfile, UserMcpServer)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")
 
 
@@ -36,11 +45,18 @@ def set_enabled(paths: XdgPaths, alias: str, enabled: bool) -> ServerProfile:
 
 def remove_server(paths: XdgPaths, alias: str) -> ServerProfile:
     """Forget a server: registry entry first, then its credential (a crash between leaves an orphan)."""
+    return _forget(paths, lambda state: state.server(alias))
+
+
+def _forget(paths: XdgPaths, find: Callable[[RegistryState], _Entry]) -> _Entry:
+    """Remove the entry `find` names: registry first, then its credential (a crash between leaves an
+    orphaned secret, never an entry without its credential)."""
     with ConnectionRegistry(paths).update() as state:
-        profile = state.server(alias)
-        state.servers = [p for p in state.servers if p.id != profile.id]
-    SecretsStore(paths).delete(profile.id)
-    return profile
+        entry = find(state)
+        state.servers = [p for p in state.servers if p.id != entry.id]
+        state.mcp = [m for m in state.mcp if m.id != entry.id]
+    SecretsStore(paths).delete(entry.id)
+    return entry
 
 
 def _validate_token(token: str) -> str:
@@ -87,11 +103,7 @@ def set_mcp_enabled(paths: XdgPaths, name: str, enabled: bool) -> UserMcpServer:
 
 
 def remove_mcp(paths: XdgPaths, name: str) -> UserMcpServer:
-    with ConnectionRegistry(paths).update() as state:
-        entry = state.user_mcp(name)
-        state.mcp = [m for m in state.mcp if m.id != entry.id]
-    SecretsStore(paths).delete(entry.id)
-    return entry
+    return _forget(paths, lambda state: state.user_mcp(name))
 
 
 def record_official(paths: XdgPaths, provider: Provider, detail: str) -> None:

@@ -20,6 +20,7 @@ from typing import Literal
 
 from ivoai.client.connections.errors import LoginError, OfficialClientMissingError
 from ivoai.common.limits import PROBE_TIMEOUT_SECONDS
+from ivoai.common.net import PROXY_ENV_VARS
 from ivoai.common.redact import redact
 
 Provider = Literal["chatgpt", "claude"]
@@ -47,12 +48,7 @@ _PROBE_ENV_ALLOW = (
     "NODE_EXTRA_CA_CERTS",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
+    *PROXY_ENV_VARS,
 )
 # Pay-as-you-go keys silently override subscription login (PEERS.md); never pass them on.
 _PAYG_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY")

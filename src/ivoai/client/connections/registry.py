@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -191,43 +191,15 @@ class RegistryState:
 
 
 def _to_profile(m: _ServerModel) -> ServerProfile:
-    return ServerProfile(
-        id=m.id,
-        alias=m.alias,
-        base_url=m.base_url,
-        purpose=m.purpose,
-        redundancy_group=m.redundancy_group,
-        priority=m.priority,
-        enabled=m.enabled,
-        client_id=m.client_id,
-        scopes=tuple(m.scopes),
-        protocol_version=m.protocol_version,
-        server_version=m.server_version,
-        endpoints=dict(m.endpoints),
-        features=dict(m.features),
-        enrolled_at=m.enrolled_at,
-        warnings=tuple(m.warnings),
-    )
+    """The profile of a file entry: field by field (unknown keys stay behind), lists as tuples."""
+    values: dict[str, Any] = {f.name: getattr(m, f.name) for f in fields(ServerProfile)}
+    values.update(scopes=tuple(m.scopes), warnings=tuple(m.warnings))
+    values.update(endpoints=dict(m.endpoints), features=dict(m.features))
+    return ServerProfile(**values)
 
 
 def _from_profile(p: ServerProfile) -> _ServerModel:
-    return _ServerModel(
-        id=p.id,
-        alias=p.alias,
-        base_url=p.base_url,
-        purpose=p.purpose,
-        redundancy_group=p.redundancy_group,
-        priority=p.priority,
-        enabled=p.enabled,
-        client_id=p.client_id,
-        scopes=list(p.scopes),
-        protocol_version=p.protocol_version,
-        server_version=p.server_version,
-        endpoints=dict(p.endpoints),
-        features=dict(p.features),
-        enrolled_at=p.enrolled_at,
-        warnings=list(p.warnings),
-    )
+    return _ServerModel.model_validate({f.name: getattr(p, f.name) for f in fields(ServerProfile)})
 
 
 class ConnectionRegistry:

@@ -62,6 +62,27 @@ class _Parser:
         while self.i < len(self.text) and self.text[self.i] in _WS:
             self.i += 1
 
+    def _open(self, closer: str) -> bool:
+        """Step over the opening bracket; True when the container is empty (its `closer` is consumed)."""
+        self.i += 1
+        self.ws()
+        if self.text[self.i : self.i + 1] == closer:
+            self.i += 1
+            return True
+        return False
+
+    def _closed(self, closer: str) -> bool:
+        """After an element: True at `closer`, False at ','; either is consumed, anything else fails."""
+        self.ws()
+        c = self.text[self.i : self.i + 1]
+        if c == closer:
+            self.i += 1
+            return True
+        if c != ",":
+            raise self.fail(f"expected ',' or '{closer}'")
+        self.i += 1
+        return False
+
     def value(self, depth: int = 0) -> Node:
         if depth > 200:
             raise self.fail("nested too deeply")
@@ -72,51 +93,31 @@ class _Parser:
         start = self.i
         if c == "{":
             node = Node("object", start, start)
-            self.i += 1
-            self.ws()
-            if self.text[self.i : self.i + 1] == "}":
-                self.i += 1
-                node.end = self.i
-                return node
-            while True:
-                self.ws()
-                if self.text[self.i : self.i + 1] != '"':
-                    raise self.fail("expected a member name")
-                key_at = self.i
-                key = self.string()
-                self.ws()
-                if self.text[self.i : self.i + 1] != ":":
-                    raise self.fail("expected ':'")
-                self.i += 1
-                node.members.append((key, key_at, self.value(depth + 1)))
-                self.ws()
-                c = self.text[self.i : self.i + 1]
-                self.i += 1
-                if c == "}":
-                    node.end = self.i
-                    return node
-                if c != ",":
-                    self.i -= 1
-                    raise self.fail("expected ',' or '}'")
+            if not self._open("}"):
+                while True:
+                    self.ws()
+                    if self.text[self.i : self.i + 1] != '"':
+                        raise self.fail("expected a member name")
+                    key_at = self.i
+                    key = self.string()
+                    self.ws()
+                    if self.text[self.i : self.i + 1] != ":":
+                        raise self.fail("expected ':'")
+                    self.i += 1
+                    node.members.append((key, key_at, self.value(depth + 1)))
+                    if self._closed("}"):
+                        break
+            node.end = self.i
+            return node
         if c == "[":
             node = Node("array", start, start)
-            self.i += 1
-            self.ws()
-            if self.text[self.i : self.i + 1] == "]":
-                self.i += 1
-                node.end = self.i
-                return node
-            while True:
-                node.items.append(self.value(depth + 1))
-                self.ws()
-                c = self.text[self.i : self.i + 1]
-                self.i += 1
-                if c == "]":
-                    node.end = self.i
-                    return node
-                if c != ",":
-                    self.i -= 1
-                    raise self.fail("expected ',' or ']'")
+            if not self._open("]"):
+                while True:
+                    node.items.append(self.value(depth + 1))
+                    if self._closed("]"):
+                        break
+            node.end = self.i
+            return node
         if c == '"':
             self.string()
             return Node("string", start, self.i)

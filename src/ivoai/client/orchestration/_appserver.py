@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ivoai.client.agents.childenv import probe_env
 from ivoai.client.orchestration._errors import AppServerError
+from ivoai.client.orchestration._pipes import spawn_piped
 from ivoai.common.limits import QUOTA_PROBE_TIMEOUT_SECONDS
 
 LINE_MAX_BYTES = 4 * 1024 * 1024  # one JSON-RPC message (the model catalogue is ~20 KiB)
@@ -196,15 +196,7 @@ def open_app_server(
         AppServerError: it could not be started or did not complete the handshake.
     """
     try:
-        proc = subprocess.Popen(
-            [codex, "app-server", *extra_args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=probe_env(env),
-            process_group=0,
-            close_fds=True,
-        )
+        proc = spawn_piped([codex, "app-server", *extra_args], env)
     except OSError as exc:
         raise AppServerError(f"could not start codex app-server ({exc.strerror or exc})") from None
     session = AppServerSession(proc, time.monotonic() + timeout)

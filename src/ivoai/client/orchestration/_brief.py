@@ -53,8 +53,8 @@ class Research(BaseModel):
     context: LookupStatus
 
 
-class SharedContextBrief(BaseModel):
-    """The bounded brief every worker of the session receives."""
+class BriefFields(BaseModel):
+    """The brief's fields and their bounds: the brief itself, and the bootstrap tool's arguments."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -69,6 +69,10 @@ class SharedContextBrief(BaseModel):
     non_goals: Items = Field(default_factory=list)
     open_questions: Items = Field(default_factory=list)
     research: Research
+
+
+class SharedContextBrief(BriefFields):
+    """The bounded brief every worker of the session receives."""
 
     @field_validator("*", mode="after")
     @classmethod

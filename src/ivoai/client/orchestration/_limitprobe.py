@@ -17,17 +17,12 @@ Message text alone never stops a vendor (AUTO.md): the supervisor asks again bef
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import selectors
-import signal
-import subprocess
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from ivoai.client.agents.childenv import probe_env
 from ivoai.client.agents.executors import discover
+from ivoai.client.orchestration._pipes import json_lines, kill_group, spawn_piped
 from ivoai.client.orchestration._quota import VendorQuota, claude_event_hard_limit, claude_event_window
 from ivoai.common.limits import QUOTA_PROBE_TIMEOUT_SECONDS
 
@@ -48,15 +43,7 @@ def claude_rate_limit_infos(
         "--strict-mcp-config", "--tools", "", "--max-turns", "1",
     ]  # fmt: skip
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=probe_env(env),
-            process_group=0,
-            close_fds=True,
-        )
+        proc = spawn_piped(argv, env)
     except OSError:
         return []
     infos: list[dict[str, Any]] = []
@@ -65,35 +52,13 @@ def claude_rate_limit_infos(
         with contextlib.suppress(OSError):
             proc.stdin.write(CLAUDE_PROBE_PROMPT.encode())
             proc.stdin.close()
-        deadline = time.monotonic() + timeout
-        buffer = b""
-        total = 0
-        fd = proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while time.monotonic() < deadline and total < _OUTPUT_MAX_BYTES:
-                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                total += len(chunk)
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    try:
-                        doc = json.loads(line)
-                    except (UnicodeDecodeError, json.JSONDecodeError):
-                        continue
-                    if isinstance(doc, dict) and doc.get("type") == "rate_limit_event":
-                        info = doc.get("rate_limit_info")
-                        if isinstance(info, dict):
-                            infos.append(info)
+        for doc in json_lines(proc.stdout, time.monotonic() + timeout, max_read=_OUTPUT_MAX_BYTES):
+            if isinstance(doc, dict) and doc.get("type") == "rate_limit_event":
+                info = doc.get("rate_limit_info")
+                if isinstance(info, dict):
+                    infos.append(info)
     finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+        kill_group(proc)
     return infos
 
 

@@ -39,6 +39,7 @@ from ivoai.common.limits import (
     AUTO_MAX_TASKS,
     AUTO_TASK_TEXT_MAX_BYTES,
 )
+from ivoai.common.validate import is_int
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 ROLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -185,7 +186,7 @@ def _check_signals(value: Any, field: str, out: list[PlanIssue]) -> Signals | No
             out.append(PlanIssue(f"{field}.{name}", "required signal is missing (integer 0-100)"))
             continue
         v = value[name]
-        if isinstance(v, bool) or not isinstance(v, int):
+        if not is_int(v):
             out.append(PlanIssue(f"{field}.{name}", f"must be an integer 0-100, got {type(v).__name__}"))
         elif not 0 <= v <= 100:
             out.append(PlanIssue(f"{field}.{name}", f"must be 0-100, got {v}"))

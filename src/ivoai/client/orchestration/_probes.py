@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import selectors
-import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +37,7 @@ from ivoai.client.orchestration._catalogue import (
     safe_version,
 )
 from ivoai.client.orchestration._errors import AppServerError
+from ivoai.client.orchestration._pipes import json_lines, kill_group, spawn_piped
 from ivoai.client.orchestration._profiles import VENDOR_CAPABILITIES, ProviderFacts
 from ivoai.client.orchestration._quota import (
     AuthState,
@@ -170,13 +168,17 @@ def probe_codex(
                 ):
                     update, _, _ = codex_windows(note["params"], now)
                     windows = list(merge_windows(windows, update))
-            catalogue = cache.get("codex", version, tiers) if version else None
-            if catalogue is None and version:
-                catalogue = codex_catalogue(
-                    session.request("model/list", {"includeHidden": True}) or {}, version, now
+            catalogue = None
+            if version:
+                catalogue = _cached_catalogue(
+                    cache,
+                    "codex",
+                    version,
+                    tiers,
+                    lambda: codex_catalogue(
+                        session.request("model/list", {"includeHidden": True}) or {}, version, now
+                    ),
                 )
-                _cache_put(cache, catalogue)
-                catalogue = assign_tiers(catalogue, tiers)
     except (AppServerError, RpcError) as exc:
         quota = VendorQuota("codex", state="error", error=str(exc)[:240], observed_at=None)
         return VendorProbe(ProviderFacts("codex", False, note=str(exc)[:240]), quota)
@@ -194,10 +196,22 @@ def probe_codex(
     return VendorProbe(facts, quota)
 
 
-def _cache_put(cache: CatalogueCache, catalogue: Catalogue) -> None:
-    # A cache we cannot write costs one more catalogue request next time, nothing else.
-    with contextlib.suppress(IvoaiError, OSError, ValueError):
-        cache.put(catalogue)
+def _cached_catalogue(
+    cache: CatalogueCache,
+    vendor: str,
+    version: str,
+    tiers: Mapping[str, Tier] | None,
+    fetch: Callable[[], Catalogue],
+) -> Catalogue:
+    """The catalogue of `vendor` at `version`: cached, else fetched, cached (without tiers) and tiered."""
+    catalogue = cache.get(vendor, version, tiers)
+    if catalogue is None:
+        catalogue = fetch()
+        # A cache we cannot write costs one more catalogue request next time, nothing else.
+        with contextlib.suppress(IvoaiError, OSError, ValueError):
+            cache.put(catalogue)
+        catalogue = assign_tiers(catalogue, tiers)
+    return catalogue
 
 
 def _run(
@@ -239,58 +253,27 @@ def claude_initialize(
     """
     argv = [claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=probe_env(env),
-            process_group=0,
-            close_fds=True,
-        )
+        proc = spawn_piped(argv, env)
     except OSError as exc:
         raise AppServerError(f"could not start claude ({exc.strerror or exc})") from None
     request = {"type": "control_request", "request_id": "ivoai_init", "request": {"subtype": "initialize"}}
     deadline = time.monotonic() + timeout
-    buffer = b""
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write((json.dumps(request) + "\n").encode())
         proc.stdin.flush()
-        fd = proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, _, buffer = buffer.partition(b"\n")
-                    try:
-                        doc = json.loads(line)
-                    except (UnicodeDecodeError, json.JSONDecodeError):
-                        continue
-                    resp = doc.get("response") if isinstance(doc, dict) else None
-                    if (
-                        doc.get("type") == "control_response"
-                        and isinstance(resp, dict)
-                        and resp.get("request_id") == "ivoai_init"
-                        and isinstance(resp.get("response"), dict)
-                    ):
-                        return dict(resp["response"])
-                if len(buffer) > 4 * 1024 * 1024:
-                    break
+        for doc in json_lines(proc.stdout, deadline, max_pending=4 * 1024 * 1024):
+            resp = doc.get("response") if isinstance(doc, dict) else None
+            if (
+                doc.get("type") == "control_response"
+                and isinstance(resp, dict)
+                and resp.get("request_id") == "ivoai_init"
+                and isinstance(resp.get("response"), dict)
+            ):
+                return dict(resp["response"])
         raise AppServerError("claude did not answer the initialize control request")
     finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+        kill_group(proc)
 
 
 def probe_claude(
@@ -310,15 +293,16 @@ def probe_claude(
     if version is None:
         return VendorProbe(ProviderFacts("claude", False, note="`claude --version` did not answer"), None)
     auth = claude_auth(found[0], env)
-    catalogue = cache.get("claude", version, tiers)
-    if catalogue is None:
-        try:
-            catalogue = claude_catalogue(claude_initialize(found[0], env), version, now)
-            _cache_put(cache, catalogue)
-            catalogue = assign_tiers(catalogue, tiers)
-        except AppServerError as exc:
-            caps = VENDOR_CAPABILITIES["claude"]
-            return VendorProbe(ProviderFacts("claude", True, auth, version, None, caps, note=str(exc)), None)
+    claude = found[0]
+
+    def fetch() -> Catalogue:
+        return claude_catalogue(claude_initialize(claude, env), version, now)
+
+    try:
+        catalogue = _cached_catalogue(cache, "claude", version, tiers, fetch)
+    except AppServerError as exc:
+        caps = VENDOR_CAPABILITIES["claude"]
+        return VendorProbe(ProviderFacts("claude", True, auth, version, None, caps, note=str(exc)), None)
     return VendorProbe(
         ProviderFacts("claude", True, auth, version, catalogue, VENDOR_CAPABILITIES["claude"]), None
     )

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from ivoai.common.validate import is_int
+
 VENDORS = ("codex", "claude")
 WindowKind = Literal["session", "weekly", "monthly", "credits"]
 AuthState = Literal["authenticated", "unauthenticated", "unknown"]
@@ -259,7 +261,7 @@ def _codex_window(
     if used is None:
         return None
     minutes = raw.get("windowDurationMins")
-    minutes = minutes if isinstance(minutes, int) and not isinstance(minutes, bool) and minutes > 0 else None
+    minutes = minutes if is_int(minutes, 1) else None
     return QuotaWindow(
         vendor="codex",
         kind=kind_for_minutes(minutes, default),

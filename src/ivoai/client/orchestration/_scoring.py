@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from fractions import Fraction
 
+from ivoai.common.validate import is_int
+
 SIGNAL_NAMES = (
     "complexity",
     "risk",
@@ -98,7 +100,7 @@ class Signals:
     def __post_init__(self) -> None:
         for name in SIGNAL_NAMES:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+            if not is_int(value, 0, 100):
                 raise ValueError(f"signal {name} must be an integer 0-100, got {value!r}")
 
     def as_dict(self) -> dict[str, int]:

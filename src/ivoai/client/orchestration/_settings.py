@@ -30,6 +30,7 @@ from ivoai.common.limits import (
     QUOTA_CONSERVE_THRESHOLD_PERCENT,
 )
 from ivoai.common.paths import XdgPaths
+from ivoai.common.validate import is_int
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class AutoSettings:
 
 def _int(table: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
     value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+    if not is_int(value, lo, hi):
         raise ValidationError(f"config auto.{key} must be an integer {lo}..{hi}")
     return value
 

@@ -29,14 +29,11 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from ivoai.client.orchestration._brief import Research
+from ivoai.client.orchestration._brief import BriefFields, Item
 from ivoai.client.orchestration._session import OrchestratorSession
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import (
     ARTIFACT_RANGE_MAX_BYTES,
-    AUTO_BRIEF_ITEM_MAX_CHARS,
-    AUTO_BRIEF_LIST_MAX_ITEMS,
-    AUTO_BRIEF_OBJECTIVE_MAX_CHARS,
     AUTO_ESCALATION_REASON_MAX_CHARS,
     AUTO_ESCALATION_REASON_MIN_CHARS,
     AUTO_MAX_TASKS,
@@ -48,25 +45,14 @@ from ivoai.common.redact import redact
 
 SERVER_NAME = "ivoai-orchestrator"
 ID = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-Item = Annotated[str, StringConstraints(min_length=1, max_length=AUTO_BRIEF_ITEM_MAX_CHARS)]
-Items = Annotated[list[Item], Field(max_length=AUTO_BRIEF_LIST_MAX_ITEMS)]
 _ARGS = ConfigDict(extra="forbid", frozen=True)
 
 
-class BootstrapArgs(BaseModel):
-    model_config = _ARGS
-    objective: Annotated[str, StringConstraints(min_length=1, max_length=AUTO_BRIEF_OBJECTIVE_MAX_CHARS)]
+class BootstrapArgs(BriefFields):
+    """The brief's fields, plus the user's request as said (the gate reads it; the brief does not)."""
+
     request: Annotated[str, StringConstraints(max_length=AUTO_PROMPT_MAX_BYTES)] | None = None
-    deliverable: Item | None = None
-    acceptance_criteria: Items = Field(default_factory=list)
-    constraints: Items = Field(default_factory=list)
-    decisions: Items = Field(default_factory=list)
-    facts: Items = Field(default_factory=list)
-    memory_findings: Items = Field(default_factory=list)
-    context_findings: Items = Field(default_factory=list)
-    non_goals: Items = Field(default_factory=list)
-    open_questions: Items = Field(default_factory=list)
-    research: Research
+    deliverable: Item | None = None  # stricter than the brief's: an empty deliverable is refused here
 
 
 class EmptyArgs(BaseModel):

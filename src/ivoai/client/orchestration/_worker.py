@@ -21,6 +21,7 @@ store publishes whole artifacts or none).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -610,37 +611,31 @@ def _store_evidence(
                 refs.append(preview.capture.result_ref.model_copy(update={"role": EvidenceRole.LOG}))
         except (IvoaiError, OSError):
             pass  # the store refused or failed: the report says degraded through the missing ref
+    stored = functools.partial(
+        capture, io.store, session_id=spec.session_id, task_id=spec.task_id, worker_id=spec.worker_id
+    )
+
+    def kept(cap: Capture) -> Capture:
+        io.metrics.record(cap)
+        if cap.result_ref is not None:
+            refs.append(cap.result_ref)
+        return cap
+
     if answer:
         kind = "json" if answer.lstrip().startswith(("{", "```")) else "text"
-        cap: Capture = capture(
-            io.store,
-            answer.encode("utf-8"),
-            payload_type=kind,
-            role=EvidenceRole.OUTPUT,
-            failed=failed,
-            budget=TIER_BUDGETS[spec.tier],
-            media_type="application/json" if kind == "json" else "text/plain",
-            session_id=spec.session_id,
-            task_id=spec.task_id,
-            worker_id=spec.worker_id,
+        cap = kept(
+            stored(
+                answer.encode("utf-8"),
+                payload_type=kind,
+                role=EvidenceRole.OUTPUT,
+                failed=failed,
+                budget=TIER_BUDGETS[spec.tier],
+                media_type="application/json" if kind == "json" else "text/plain",
+            )
         )
-        io.metrics.record(cap)
-        if cap.result_ref is not None:
-            refs.append(cap.result_ref)
         projection = cap.projection.to_dict()
     if stderr and failed:
-        cap = capture(
-            io.store,
-            stderr,
-            payload_type="stderr",
-            role=EvidenceRole.STDERR,
-            failed=True,
-            budget=Budget.LIGHT,
-            session_id=spec.session_id,
-            task_id=spec.task_id,
-            worker_id=spec.worker_id,
+        kept(
+            stored(stderr, payload_type="stderr", role=EvidenceRole.STDERR, failed=True, budget=Budget.LIGHT)
         )
-        io.metrics.record(cap)
-        if cap.result_ref is not None:
-            refs.append(cap.result_ref)
     return refs, projection

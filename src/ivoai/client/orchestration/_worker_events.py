@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ivoai.client.orchestration._classify import LimitSignal
+from ivoai.common.validate import is_int
 
 CODEX_TOOL_ITEMS = frozenset({"command_execution", "mcp_tool_call", "web_search", "file_change"})
 ERROR_TEXT_MAX_CHARS = 2000
@@ -65,7 +66,7 @@ class EventState:
         if not isinstance(usage, dict):
             return
         for key, value in usage.items():
-            if isinstance(value, int) and not isinstance(value, bool):
+            if is_int(value):
                 self.usage[key] = self.usage.get(key, 0) + value
 
     def feed(self, line: bytes) -> None:

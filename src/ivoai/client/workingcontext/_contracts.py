@@ -221,13 +221,18 @@ class TestState(StrEnum):
     UNKNOWN = "unknown"
 
 
-class StateDelta(BaseModel):
-    """Changes a worker *proposes*; untrusted and advisory, the primary decides what to apply."""
+class _WorkerClaim(BaseModel):
+    """What a worker says: marked untrusted and advisory in every serialized form."""
 
     model_config = _FROZEN
 
     trust: Literal["untrusted"] = "untrusted"
     advisory: Literal[True] = True
+
+
+class StateDelta(_WorkerClaim):
+    """Changes a worker *proposes*; untrusted and advisory, the primary decides what to apply."""
+
     changed_files: BoundedList = Field(default_factory=list)
     tests: TestState = TestState.UNKNOWN
     facts: BoundedList = Field(default_factory=list)
@@ -255,13 +260,9 @@ class WorkerStatus(StrEnum):
     PARTIAL = "partial"
 
 
-class WorkerResult(BaseModel):
+class WorkerResult(_WorkerClaim):
     """A worker's bounded, untrusted, advisory result; long evidence lives only behind its refs."""
 
-    model_config = _FROZEN
-
-    trust: Literal["untrusted"] = "untrusted"
-    advisory: Literal[True] = True
     status: WorkerStatus
     summary: Annotated[str, StringConstraints(max_length=WORKER_SUMMARY_MAX_CHARS)]
     findings: Annotated[

@@ -13,6 +13,7 @@ loosely permissioned (`common.sqlite` does all of this; this module adds the loc
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,3 +77,16 @@ class Database(sqlite.ConnectionPool):
             conn = self.connection()
             self.switch_to_wal(conn)
             self.migrations.migrate(conn)
+
+
+def make_room(conn: sqlite3.Connection, table: str, key: str, cap: int, where: str = "1") -> None:
+    """Before one insert into a bounded `table`: evict the oldest rows matching `where` (by
+    `created_at`, then insertion order) until one more fits under `cap`. Names are code constants."""
+    (count,) = conn.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()
+    excess = count - cap + 1
+    if excess > 0:
+        conn.execute(
+            f"DELETE FROM {table} WHERE {key} IN "
+            f"(SELECT {key} FROM {table} WHERE {where} ORDER BY created_at, rowid LIMIT ?)",
+            (excess,),
+        )

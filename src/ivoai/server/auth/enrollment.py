@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -69,6 +70,9 @@ class EnrollmentState(BaseModel):
     version: int = STATE_VERSION
     codes: list[CodeRecord] = Field(default_factory=list)
     clients: list[ClientRecord] = Field(default_factory=list)
+
+
+_Revocable = TypeVar("_Revocable", CodeRecord, ClientRecord)
 
 
 @dataclass(frozen=True)
@@ -180,16 +184,27 @@ class EnrollmentStore:
         Raises:
             NotFoundError: no code has this ID.
         """
+        return self._revoke(
+            lambda state: state.codes,
+            lambda record: record.id == code_id,
+            f"no enrollment code with ID {code_id!r} (see `ivoai server enrollment list`)",
+        )
 
-        def change(state: EnrollmentState) -> CodeRecord:
-            for record in state.codes:
-                if record.id == code_id:
+    def _revoke(
+        self,
+        records: Callable[[EnrollmentState], list[_Revocable]],
+        matches: Callable[[_Revocable], bool],
+        missing: str,
+    ) -> _Revocable:
+        """Mark the matching record revoked (the first revocation's time stays); return a copy of it."""
+
+        def change(state: EnrollmentState) -> _Revocable:
+            for record in records(state):
+                if matches(record):
                     if record.revoked_at is None:
                         record.revoked_at = self._clock()
                     return record.model_copy()
-            raise NotFoundError(
-                f"no enrollment code with ID {code_id!r} (see `ivoai server enrollment list`)"
-            )
+            raise NotFoundError(missing)
 
         return self._file.mutate(change)
 
@@ -253,16 +268,11 @@ class EnrollmentStore:
         Raises:
             NotFoundError: no client has this ID.
         """
-
-        def change(state: EnrollmentState) -> ClientRecord:
-            for client in state.clients:
-                if client.client_id == client_id:
-                    if client.revoked_at is None:
-                        client.revoked_at = self._clock()
-                    return client.model_copy()
-            raise NotFoundError(f"no client with ID {client_id!r} (see `ivoai server clients list`)")
-
-        return self._file.mutate(change)
+        return self._revoke(
+            lambda state: state.clients,
+            lambda client: client.client_id == client_id,
+            f"no client with ID {client_id!r} (see `ivoai server clients list`)",
+        )
 
     def verify(self, credential: str) -> NativePrincipal | None:
         """The principal for a bearer credential, or None (unknown, revoked, or not a native credential).

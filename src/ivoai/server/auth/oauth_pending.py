@@ -12,7 +12,7 @@ import sqlite3
 
 from ivoai.common.ids import sha256_hex
 from ivoai.common.limits import OAUTH_PENDING_TTL_SECONDS
-from ivoai.server.auth._sqlite import Database
+from ivoai.server.auth._sqlite import Database, make_room
 from ivoai.server.auth.oauth_records import Clock, PendingAuthorization
 
 
@@ -43,14 +43,7 @@ class PendingRequests:
         now = self.clock()
         with self._database().write() as conn:
             conn.execute("DELETE FROM pending WHERE created_at <= ?", (now - OAUTH_PENDING_TTL_SECONDS,))
-            (count,) = conn.execute("SELECT count(*) FROM pending").fetchone()
-            excess = count - self.max_pending + 1
-            if excess > 0:
-                conn.execute(
-                    "DELETE FROM pending WHERE request_sha256 IN "
-                    "(SELECT request_sha256 FROM pending ORDER BY created_at, rowid LIMIT ?)",
-                    (excess,),
-                )
+            make_room(conn, "pending", "request_sha256", self.max_pending)
             conn.execute(
                 f"INSERT INTO pending (request_sha256, {self._PENDING_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

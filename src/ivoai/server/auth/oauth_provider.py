@@ -24,7 +24,8 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import anyio.to_thread
@@ -46,6 +47,7 @@ from ivoai.common.errors import IvoaiError, ValidationError
 from ivoai.common.httpauth import basic_credentials
 from ivoai.common.ids import constant_time_equal, sha256_hex
 from ivoai.common.limits import OAUTH_CLIENT_NAME_MAX_CHARS, OAUTH_STATE_PARAM_MAX_CHARS
+from ivoai.server.auth.oauth_records import AuthCodeRecord, TokenRecord
 from ivoai.server.auth.oauth_store import (
     GrantReplayed,
     IssuedTokens,
@@ -58,6 +60,7 @@ from ivoai.server.auth.redirects import redirect_matches
 from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, WEB_SCOPES
 
 log = logging.getLogger("ivoai.oauth")
+_Record = TypeVar("_Record", AuthCodeRecord, TokenRecord)
 
 CONSENT_PATH = "/oauth/consent"
 S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # BASE64URL(SHA-256(verifier)) without padding
@@ -223,8 +226,8 @@ class IvoaiOAuthProvider:
     async def load_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> AuthorizationCode | None:
-        record = await anyio.to_thread.run_sync(self.store.peek_code, authorization_code)
-        if record is None or record.client_id != client.client_id:
+        record = await self._peek_owned(self.store.peek_code, authorization_code, client)
+        if record is None:
             return None
         return AuthorizationCode(
             code=authorization_code,
@@ -239,7 +242,20 @@ class IvoaiOAuthProvider:
         )
 
     @staticmethod
-    def _token(issued: IssuedTokens) -> OAuthToken:
+    async def _peek_owned(
+        peek: Callable[[str], _Record | None], secret: str, client: OAuthClientInformationFull
+    ) -> _Record | None:
+        """`peek(secret)` off the event loop; None unless the record belongs to `client`."""
+        record = await anyio.to_thread.run_sync(peek, secret)
+        return record if record is not None and record.client_id == client.client_id else None
+
+    @staticmethod
+    async def _issue(redeem: Callable[..., IssuedTokens], *args: Any) -> OAuthToken:
+        """Redeem a code or rotate a refresh token off the event loop; a replay is `invalid_grant`."""
+        try:
+            issued = await anyio.to_thread.run_sync(redeem, *args)
+        except GrantReplayed as exc:
+            raise TokenError("invalid_grant", exc.message) from None
         return OAuthToken(
             access_token=issued.access_token,
             expires_in=issued.expires_in,
@@ -250,19 +266,13 @@ class IvoaiOAuthProvider:
     async def exchange_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
     ) -> OAuthToken:
-        try:
-            issued = await anyio.to_thread.run_sync(
-                self.store.redeem_code, authorization_code.code, client.client_id
-            )
-        except GrantReplayed as exc:
-            raise TokenError("invalid_grant", exc.message) from None
-        return self._token(issued)
+        return await self._issue(self.store.redeem_code, authorization_code.code, client.client_id)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
-        record = await anyio.to_thread.run_sync(self.store.peek_refresh, refresh_token)
-        if record is None or record.client_id != client.client_id:
+        record = await self._peek_owned(self.store.peek_refresh, refresh_token, client)
+        if record is None:
             return None
         return RefreshToken(
             token=refresh_token,
@@ -276,13 +286,7 @@ class IvoaiOAuthProvider:
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
-        try:
-            issued = await anyio.to_thread.run_sync(
-                self.store.rotate_refresh, refresh_token.token, client.client_id, scopes
-            )
-        except GrantReplayed as exc:
-            raise TokenError("invalid_grant", exc.message) from None
-        return self._token(issued)
+        return await self._issue(self.store.rotate_refresh, refresh_token.token, client.client_id, scopes)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         record = await anyio.to_thread.run_sync(self.store.verify_access, token)

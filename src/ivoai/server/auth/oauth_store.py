@@ -51,7 +51,7 @@ from ivoai.common.limits import (
     WEB_ACCESS_TTL_MAX_SECONDS,
 )
 from ivoai.common.sqlite import prepare_file
-from ivoai.server.auth._sqlite import Database
+from ivoai.server.auth._sqlite import Database, make_room
 from ivoai.server.auth.enrollment import parse_ttl
 from ivoai.server.auth.oauth_pending import PendingRequests
 from ivoai.server.auth.oauth_records import (
@@ -179,14 +179,7 @@ class OAuthStore(PendingRequests):
                 "DELETE FROM clients WHERE used_at IS NULL AND created_at <= ?",
                 (now - OAUTH_UNUSED_CLIENT_TTL_SECONDS,),
             )
-            (unused,) = conn.execute("SELECT count(*) FROM clients WHERE used_at IS NULL").fetchone()
-            excess = unused - self.max_unused_clients + 1
-            if excess > 0:
-                conn.execute(
-                    "DELETE FROM clients WHERE client_id IN (SELECT client_id FROM clients "
-                    "WHERE used_at IS NULL ORDER BY created_at, rowid LIMIT ?)",
-                    (excess,),
-                )
+            make_room(conn, "clients", "client_id", self.max_unused_clients, "used_at IS NULL")
             conn.execute(
                 "INSERT INTO clients (client_id, secret_sha256, metadata, created_at) VALUES (?, ?, ?, ?)",
                 (client_id, sha256_hex(secret) if secret else None, text, now),

@@ -16,7 +16,7 @@ import os
 import shutil
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -216,6 +216,16 @@ def _edge_filter(spec: SearchSpec) -> Any:
     return qe.Filter(must=must) if must else None
 
 
+def _scrolled(scroll: Callable[[Any], tuple[list[Any], Any]]) -> Iterator[list[Any]]:
+    """Every page of a scroll: `scroll(offset)` answers (records, next offset); None ends it."""
+    offset: Any = None
+    while True:
+        records, offset = scroll(offset)
+        yield records
+        if offset is None:
+            return
+
+
 @dataclass
 class EdgeIndex:
     """A Qdrant Edge shard at DIR/index/ivoai-context-v1-d384 (one opener per process; shared by refcount)."""
@@ -346,19 +356,19 @@ class EdgeIndex:
             [] if r is None else [Hit(str(p.id), float(p.score)) for p in next(results)] for r in requests
         ]
 
-    def iter_ids(self) -> Iterator[str]:
-        """Every point ID in the index (for repair after an interrupted run)."""
+    def _pages(self, **request: Any) -> Iterator[list[Any]]:
         import qdrant_edge as qe
 
-        offset: Any = None
-        while True:
-            records, offset = self._call(
-                self._shard.scroll, qe.ScrollRequest(offset=offset, limit=1000, with_payload=False)
+        return _scrolled(
+            lambda offset: self._call(
+                self._shard.scroll, qe.ScrollRequest(offset=offset, with_payload=False, **request)
             )
-            for r in records:
-                yield str(r.id)
-            if offset is None:
-                return
+        )
+
+    def iter_ids(self) -> Iterator[str]:
+        """Every point ID in the index (for repair after an interrupted run)."""
+        for records in self._pages(limit=1000):
+            yield from (str(r.id) for r in records)
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The dense vectors of those points that have one."""
@@ -372,19 +382,10 @@ class EdgeIndex:
         import qdrant_edge as qe
 
         flt = qe.Filter(must=[qe.HasVectorCondition(DENSE)])
-        offset: Any = None
-        while True:
-            records, offset = self._call(
-                self._shard.scroll,
-                qe.ScrollRequest(
-                    offset=offset, limit=500, filter=flt, with_payload=False, with_vector=[DENSE]
-                ),
-            )
+        for records in self._pages(limit=500, filter=flt, with_vector=[DENSE]):
             page = [(str(r.id), list(r.vector[DENSE])) for r in records if r.vector and DENSE in r.vector]
             if page:
                 yield page
-            if offset is None:
-                return
 
     def count(self) -> int:
         """Number of points."""
@@ -543,22 +544,22 @@ class QdrantIndex:
         )
         return [Hit(str(p.id), float(p.score)) for p in res.points]
 
-    def iter_ids(self) -> Iterator[str]:
-        """Every point ID."""
-        offset: Any = None
-        while True:
-            records, offset = self._call(
+    def _pages(self, limit: int, vectors: bool | list[str]) -> Iterator[list[Any]]:
+        return _scrolled(
+            lambda offset: self._call(
                 self.client.scroll,
                 self.collection,
-                limit=1000,
+                limit=limit,
                 offset=offset,
                 with_payload=False,
-                with_vectors=False,
+                with_vectors=vectors,
             )
-            for r in records:
-                yield str(r.id)
-            if offset is None:
-                return
+        )
+
+    def iter_ids(self) -> Iterator[str]:
+        """Every point ID."""
+        for records in self._pages(1000, False):
+            yield from (str(r.id) for r in records)
 
     def dense_vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The dense vectors of those points that have one."""
@@ -573,16 +574,7 @@ class QdrantIndex:
 
     def iter_dense(self) -> Iterator[list[tuple[str, list[float]]]]:
         """Pages of (point ID, dense vector) for every point that has one."""
-        offset: Any = None
-        while True:
-            records, offset = self._call(
-                self.client.scroll,
-                self.collection,
-                limit=500,
-                offset=offset,
-                with_payload=False,
-                with_vectors=[DENSE],
-            )
+        for records in self._pages(500, [DENSE]):
             page = [
                 (str(r.id), list(r.vector[DENSE]))
                 for r in records
@@ -590,8 +582,6 @@ class QdrantIndex:
             ]
             if page:
                 yield page
-            if offset is None:
-                return
 
     def count(self) -> int:
         """Number of points."""
