@@ -301,9 +301,9 @@ def p99_during_backup(data_root: Path, seconds: float, work: Path) -> None:
 def workers_ratio(seconds: float, work: Path, rounds: int) -> None:
     gb = _gateway_bench()
     from ivoai.server.auth.enrollment import EnrollmentStore
+    from ivoai.server.config import update_config
     from ivoai.server.datadir import ServerDataDir
     from ivoai.server.gateway.lifecycle import init_server
-    from ivoai.server.gateway.settings import update_config
     from ivoai.server.memory.service import MemoryService
 
     key = "bench-standin-key-0123456789"

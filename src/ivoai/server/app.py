@@ -1,6 +1,8 @@
 """The composition root of the server: settings and a data directory in, one ASGI application out.
 
-Nothing below this module reads configuration or the environment. `create_app` wires:
+Nothing below this module reads configuration or the environment: the `[context]` settings come in
+with the gateway's (`server/config.py`, loaded once by the entry point) and are handed down to the
+services. `create_app` wires:
 
     GatewayGuard (transport policy, Host/Origin, 4 MiB bodies, read timeout, no-store)
       └─ Starlette, with one exception handler per error kind (`gateway/errors.py`)
@@ -44,7 +46,9 @@ from ivoai.server.auth.enrollment import EnrollmentStore, NativePrincipal
 from ivoai.server.auth.oauth_provider import IvoaiOAuthProvider
 from ivoai.server.auth.oauth_store import Clock, OAuthStore
 from ivoai.server.auth.principal import Principal
+from ivoai.server.config import load_config
 from ivoai.server.context.models import IngestReport
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.background import BackgroundWork, start_local_admin, stop_local_admin
 from ivoai.server.gateway.bearer import BearerGate
@@ -93,11 +97,17 @@ def create_app(
     on_reingest: Callable[[IngestReport], None] | None = None,
     extra_hosts: tuple[str, ...] = (),
     background: bool | None = None,
+    context: ContextSettings | None = None,
 ) -> GatewayApp:
     """Build the gateway for `data_dir` (see module doc); `background` (default: as `reingest`)
-    runs the background embedding and the admin socket."""
+    runs the background embedding and the admin socket.
+
+    `context`: the `[context]` settings the entry point loaded with `settings`; when not given (and
+    no `hub` is), they are read from `config.toml` here, the one place below the CLI that does."""
     data_dir.ensure()
-    hub = hub if hub is not None else ServiceHub(data_dir)
+    if hub is None:
+        context = context if context is not None else load_config(data_dir).context
+        hub = ServiceHub(data_dir, context_settings=context)
     enrollment = EnrollmentStore(data_dir.root, data_dir.enrollment, clock=clock)
     oauth = OAuthStore(data_dir.root, data_dir.oauth, clock=clock)
     provider = IvoaiOAuthProvider(oauth, issuer=settings.base_url, resource=settings.mcp_resource_url)

@@ -25,11 +25,11 @@ import httpx2
 import pytest
 
 from ivoai.server.auth.enrollment import EnrollmentStore
+from ivoai.server.config import load_config, update_config
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.lifecycle import init_server
 from ivoai.server.gateway.runstate import read_run_state
-from ivoai.server.gateway.settings import update_config
 from tests.conftest import REPO_ROOT, CliRunner
 from tests.server.backup.support import DOCS
 
@@ -112,7 +112,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
     # plain HTTP even on loopback (the seed's own services layout); the warning is not under test.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Api key is used with an insecure connection", UserWarning)
-        with ContextService.open(data) as ctx:
+        with ContextService.open(data, load_config(data).context) as ctx:
             ctx.add_connector("docs", "filesystem", str(corpus))
             assert ctx.ingest().status == "ok"
 

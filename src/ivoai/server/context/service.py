@@ -83,7 +83,7 @@ from ivoai.server.context.models import (
     SearchResult,
 )
 from ivoai.server.context.ranking import hybrid_scores, overview_prior, project_question, with_prior
-from ivoai.server.context.settings import ContextSettings, load_settings, read_key_file
+from ivoai.server.context.settings import ContextSettings, read_key_file
 from ivoai.server.context.sources import git_ls_files, open_root
 from ivoai.server.context.vector_cache import VectorCache
 from ivoai.server.datadir import ServerDataDir
@@ -133,11 +133,17 @@ class ContextService:
 
     @classmethod
     def open(
-        cls, data_dir: ServerDataDir, *, embedder: Embedder | None = None, index: VectorIndex | None = None
+        cls,
+        data_dir: ServerDataDir,
+        settings: ContextSettings,
+        *,
+        embedder: Embedder | None = None,
+        index: VectorIndex | None = None,
     ) -> ContextService:
-        """Open the service on a data directory (created if missing), with settings from its config.toml."""
+        """Open the service on a data directory (created if missing) with `settings` (the `[context]`
+        table `server.config.load_config` read at the entry point; this reads no configuration)."""
         data_dir.ensure()
-        return cls(data_dir, load_settings(data_dir), embedder, index)
+        return cls(data_dir, settings, embedder, index)
 
     def close(self) -> None:
         """Release the index, the catalog connections and an embedder made here (its HTTP connections)."""

@@ -19,7 +19,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -33,6 +33,7 @@ from ivoai.common.limits import (
 )
 from ivoai.common.redact import redact
 from ivoai.server.app import GatewayApp, create_app
+from ivoai.server.config import ServerConfig
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.http11 import StrictFramingH11
 from ivoai.server.gateway.runstate import clear_run_state, write_run_state
@@ -158,7 +159,7 @@ def install_log_redaction() -> None:
 
 
 def serve_forever(
-    data: ServerDataDir, settings: GatewaySettings, *, announce: Callable[[str], None], workers: int = 1
+    data: ServerDataDir, config: ServerConfig, *, announce: Callable[[str], None], workers: int = 1
 ) -> None:
     """Bind, build, serve until SIGINT/SIGTERM; record the run in `run/gateway.json` meanwhile.
 
@@ -175,9 +176,9 @@ def serve_forever(
 
     announce = logged
 
-    sock = bind(settings.listen_host, settings.listen_port)
+    sock = bind(config.gateway.listen_host, config.gateway.listen_port)
     port = sock.getsockname()[1]
-    settings = settings.with_port(port)
+    settings = config.gateway.with_port(port)
     if workers > 1:
         from ivoai.server.gateway.workers import serve_workers
 
@@ -185,13 +186,13 @@ def serve_forever(
         write_run_state(data, listen=listen, base_url=settings.base_url, workers=workers)
         announce(f"ivoai server listening on {settings.listen_host}:{port}; public URL {settings.base_url}")
         try:
-            serve_workers(data, settings, sock, workers, announce=announce)
+            serve_workers(data, replace(config, gateway=settings), sock, workers, announce=announce)
             announce("ivoai server stopped")
         finally:
             clear_run_state(data)
             sock.close()
         return
-    app = create_app(data, settings, reingest=True)
+    app = create_app(data, settings, context=config.context, reingest=True)
     install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))
     write_run_state(data, listen=f"{settings.listen_host}:{port}", base_url=settings.base_url)

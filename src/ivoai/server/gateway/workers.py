@@ -33,8 +33,9 @@ from pathlib import Path
 
 from ivoai.common.errors import IvoaiError, ValidationError
 from ivoai.common.limits import GATEWAY_MAX_WORKERS
+from ivoai.server.config import ServerConfig
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.settings import GatewaySettings
 
 log = logging.getLogger("ivoai.gateway")
 RESTARTS_PER_MINUTE = 10
@@ -46,7 +47,7 @@ class WorkersFailed(IvoaiError):
     code = "workers_failed"
 
 
-def check_workers(data: ServerDataDir, workers: int) -> None:
+def check_workers(context: ContextSettings, workers: int) -> None:
     """Refuse a worker count this data directory cannot serve.
 
     Raises:
@@ -56,9 +57,7 @@ def check_workers(data: ServerDataDir, workers: int) -> None:
         raise ValidationError(f"--workers must be 1..{GATEWAY_MAX_WORKERS}, got {workers}")
     if workers == 1:
         return
-    from ivoai.server.context.settings import load_settings
-
-    if load_settings(data).index != "qdrant":
+    if context.index != "qdrant":
         raise ValidationError(
             f"--workers {workers} needs services mode: the embedded index (Qdrant Edge) opens its shard in "
             "one process. Switch with `ivoai server init --mode services` (TEI + a Qdrant server) or "
@@ -66,7 +65,7 @@ def check_workers(data: ServerDataDir, workers: int) -> None:
         )
 
 
-def _worker(root: str, settings: GatewaySettings, sock: socket.socket, reingest: bool) -> None:
+def _worker(root: str, config: ServerConfig, sock: socket.socket, reingest: bool) -> None:
     """One worker process: build the app and serve on the inherited socket until SIGTERM."""
     import uvicorn
 
@@ -77,7 +76,7 @@ def _worker(root: str, settings: GatewaySettings, sock: socket.socket, reingest:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     data = ServerDataDir(Path(root))
     attach_log_file(data)
-    app = create_app(data, settings, reingest=reingest)
+    app = create_app(data, config.gateway, context=config.context, reingest=reingest)
     install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))
     server.run(sockets=[sock])
@@ -85,7 +84,7 @@ def _worker(root: str, settings: GatewaySettings, sock: socket.socket, reingest:
 
 def serve_workers(
     data: ServerDataDir,
-    settings: GatewaySettings,
+    config: ServerConfig,
     sock: socket.socket,
     workers: int,
     *,
@@ -106,7 +105,7 @@ def serve_workers(
     def spawn(index: int) -> None:
         p = ctx.Process(
             target=_worker,
-            args=(str(data.root), settings, sock, index == 0),
+            args=(str(data.root), config, sock, index == 0),
             name=f"ivoai-gateway-worker-{index}",
             daemon=False,
         )
