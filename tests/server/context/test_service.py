@@ -182,7 +182,7 @@ def test_two_services_in_one_process_share_the_edge_shard_and_survive_a_rebuild(
 
 def test_merge_joins_consecutive_chunks_whatever_order_they_rank_in() -> None:
     from ivoai.server.context.catalog import ChunkHit
-    from ivoai.server.context.service import _merge
+    from ivoai.server.context.search import merge_hits as _merge
 
     def hit(doc: str, idx: int) -> ChunkHit:
         return ChunkHit(f"c{doc}{idx}", doc, "m", f"{doc}.md", idx, idx * 100, idx * 100 + 120, "t", 0.0)
