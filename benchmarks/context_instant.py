@@ -128,7 +128,7 @@ def bench_rules(repo: Path, tmp: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- ttfs
 def bench_ttfs(repo: Path, tmp: Path) -> None:
-    from ivoai.server.gateway.local_ops import gateway_ops
+    from ivoai.server.runtime.local_ops import gateway_ops
 
     data = tmp / "ttfs"
     t0 = time.monotonic()
@@ -369,7 +369,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def bench_latency(repo: Path, tmp: Path, max_chunks: int) -> None:
     from ivoai.server.auth.enrollment import EnrollmentStore
-    from ivoai.server.gateway.local_ops import gateway_ops
+    from ivoai.server.runtime.local_ops import gateway_ops
 
     corpus = tmp / "latency-corpus"
     texts = build_subset(repo, corpus, max_chunks)

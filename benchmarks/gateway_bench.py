@@ -56,7 +56,7 @@ def _hash_embedder() -> Any:
 
 def _bind() -> socket.socket:
     """The gateway's own listener (TCP_NODELAY), for both servers; see `--no-nodelay`."""
-    from ivoai.server.gateway.runner import bind
+    from ivoai.server.runtime.runner import bind
 
     sock = bind("127.0.0.1", 0)
     if os.environ.get("BENCH_NO_NODELAY"):
@@ -108,8 +108,8 @@ def gateway_app(data_root: Path, port: int) -> Any:
 def serve_reference(port_file: Path) -> None:
     import uvicorn
 
-    from ivoai.server.gateway.runner import server_config
     from ivoai.server.gateway.settings import GatewaySettings
+    from ivoai.server.runtime.runner import server_config
 
     app = reference_app()
     sock = _bind()
@@ -121,7 +121,7 @@ def serve_reference(port_file: Path) -> None:
 def serve_gateway(data_root: Path, port_file: Path) -> None:
     import uvicorn
 
-    from ivoai.server.gateway.runner import uvicorn_config
+    from ivoai.server.runtime.runner import uvicorn_config
 
     if os.environ.get("BENCH_SWITCH"):
         sys.setswitchinterval(float(os.environ["BENCH_SWITCH"]))

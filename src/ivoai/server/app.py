@@ -50,7 +50,6 @@ from ivoai.server.config import load_config
 from ivoai.server.context.models import IngestReport
 from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.background import BackgroundWork, start_local_admin, stop_local_admin
 from ivoai.server.gateway.bearer import BearerGate
 from ivoai.server.gateway.errors import EXCEPTION_HANDLERS
 from ivoai.server.gateway.guard import GatewayGuard
@@ -59,6 +58,7 @@ from ivoai.server.gateway.mcp_servers import native_context_mount, native_memory
 from ivoai.server.gateway.oauth_routes import oauth_routes, resource_metadata_url
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.background import BackgroundWork, start_local_admin, stop_local_admin
 
 log = logging.getLogger("ivoai.gateway")
 

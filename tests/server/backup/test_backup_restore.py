@@ -21,9 +21,9 @@ from ivoai.server.backup.restore import restore_archive
 from ivoai.server.config import load_config
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
 from ivoai.server.memory.documents import export_markdown
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.lifecycle import init_server
 from tests.server.backup.support import DOCS, QUERIES, tree_digest
 from tests.server.gateway.support import HashEmbedder
 

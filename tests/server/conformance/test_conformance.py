@@ -37,8 +37,8 @@ from starlette.types import ASGIApp
 
 from ivoai.server.app import GatewayApp
 from ivoai.server.gateway.guard import GatewayGuard
-from ivoai.server.gateway.runner import RunningServer, bind, start_background
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import RunningServer, bind, start_background
 from tests.conftest import REPO_ROOT, tool_path
 from tests.server.gateway.support import data_dir, make_hub
 

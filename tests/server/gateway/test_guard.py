@@ -16,8 +16,8 @@ from ivoai.common.errors import ValidationError
 from ivoai.server.config import load_config
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.guard import GatewayGuard
-from ivoai.server.gateway.lifecycle import StartOptions, effective_settings
 from ivoai.server.gateway.settings import GatewaySettings, normalize_public_url, parse_listen
+from ivoai.server.runtime.lifecycle import StartOptions, effective_settings
 
 pytestmark = pytest.mark.anyio
 

@@ -170,7 +170,7 @@ def ingest_command(
 
     With a running server the work is done by the server (its admin socket); the output is the same.
     """
-    from ivoai.server.gateway.local_ops import interrupted_message, open_context_ops
+    from ivoai.server.runtime.local_ops import interrupted_message, open_context_ops
 
     stop = _GracefulStop()
     with open_context_ops(data_dir_from(ctx)) as ops:

@@ -90,13 +90,13 @@ def effective_settings(settings: GatewaySettings, options: StartOptions) -> Gate
 
 def start_server(root: Path, options: StartOptions, *, announce: Callable[[str], None]) -> None:
     """Initialize if needed, then serve in the foreground until SIGINT/SIGTERM."""
-    from ivoai.server.gateway.runner import serve_forever
+    from ivoai.server.runtime.runner import serve_forever
 
     data = ServerDataDir(root).ensure()
     write_default_config(data)
     config = load_config(data)  # the one read of config.toml for this run, handed down from here
     settings = effective_settings(config.gateway, options)
-    from ivoai.server.gateway.workers import check_workers
+    from ivoai.server.runtime.workers import check_workers
 
     check_workers(config.context, options.workers)
     serve_forever(data, replace(config, gateway=settings), announce=announce, workers=options.workers)

@@ -34,10 +34,10 @@ from ivoai.server.context.embeddings import Embedder
 from ivoai.server.context.ingest import IngestProgress
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
-from ivoai.server.gateway.runner import BindError, RunningServer, start_background
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.lifecycle import init_server
+from ivoai.server.runtime.runner import BindError, RunningServer, start_background
 
 DEFAULT_QUERY = "what does this project do and how do I run it"
 GIT_TIMEOUT_SECONDS = 15.0

@@ -15,11 +15,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from ivoai.server.context.embeddings import BuiltinEmbedder, builtin_embedder
 from ivoai.server.context.service import ContextService
 from ivoai.server.context.settings import ContextSettings
-from ivoai.server.gateway.background import BackgroundWork
-from ivoai.server.gateway.runner import RunningServer, start_background
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.background import BackgroundWork
+from ivoai.server.runtime.runner import RunningServer, start_background
 from tests.server.context.conftest import write_tree
 from tests.server.gateway.support import data_dir, enroll, mcp_session
 

@@ -70,8 +70,8 @@ def _worker(root: str, config: ServerConfig, sock: socket.socket, reingest: bool
     import uvicorn
 
     from ivoai.server.app import create_app
-    from ivoai.server.gateway.runner import install_log_redaction, uvicorn_config
     from ivoai.server.logs import attach_log_file
+    from ivoai.server.runtime.runner import install_log_redaction, uvicorn_config
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     data = ServerDataDir(Path(root))
@@ -142,7 +142,7 @@ def serve_workers(
 
 
 def _stop_all(procs: list[BaseProcess]) -> None:
-    from ivoai.server.gateway.runner import GRACEFUL_SHUTDOWN_SECONDS
+    from ivoai.server.runtime.runner import GRACEFUL_SHUTDOWN_SECONDS
 
     for p in procs:
         if p.is_alive() and p.pid is not None:

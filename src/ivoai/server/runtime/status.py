@@ -10,7 +10,7 @@ from ivoai.server.auth.enrollment import EnrollmentStore
 from ivoai.server.auth.oauth_store import OAuthStore
 from ivoai.server.config import load_config
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.runstate import read_run_state
+from ivoai.server.runtime.runstate import read_run_state
 
 PROBE_TIMEOUT_SECONDS = 3.0  # a local gateway answers /health in milliseconds
 

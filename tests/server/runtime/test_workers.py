@@ -28,8 +28,8 @@ from ivoai.server.auth.enrollment import EnrollmentStore
 from ivoai.server.config import load_config, update_config
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
-from ivoai.server.gateway.runstate import read_run_state
+from ivoai.server.runtime.lifecycle import init_server
+from ivoai.server.runtime.runstate import read_run_state
 from tests.conftest import REPO_ROOT, CliRunner
 from tests.server.backup.support import DOCS
 

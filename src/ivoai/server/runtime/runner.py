@@ -36,9 +36,9 @@ from ivoai.server.app import GatewayApp, create_app
 from ivoai.server.config import ServerConfig
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.http11 import StrictFramingH11
-from ivoai.server.gateway.runstate import clear_run_state, write_run_state
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runstate import clear_run_state, write_run_state
 
 GRACEFUL_SHUTDOWN_SECONDS = 10.0  # open SSE streams are cut after this on Ctrl-C
 STARTUP_TIMEOUT_SECONDS = 60.0  # generous: a loaded 2-core CI machine
@@ -180,7 +180,7 @@ def serve_forever(
     port = sock.getsockname()[1]
     settings = config.gateway.with_port(port)
     if workers > 1:
-        from ivoai.server.gateway.workers import serve_workers
+        from ivoai.server.runtime.workers import serve_workers
 
         listen = f"{settings.listen_host}:{port}"
         write_run_state(data, listen=listen, base_url=settings.base_url, workers=workers)

@@ -54,7 +54,7 @@ from ivoai.server.gateway.services import ServiceHub
 
 if TYPE_CHECKING:
     from ivoai.server.context.ingest import IngestProgress
-    from ivoai.server.gateway.background import BackgroundWork
+    from ivoai.server.runtime.background import BackgroundWork
 
 log = logging.getLogger("ivoai.gateway")
 
