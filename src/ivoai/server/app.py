@@ -10,7 +10,8 @@ services. `create_app` wires:
            ├─ /v1/memory/hook[/batch], /v1/admin/*   BearerGate(enrollment credentials) → handlers
            ├─ /v1/mcp/context   BearerGate(enrollment credentials) → context MCP (stateless JSON)
            ├─ /v1/memory/mcp    BearerGate(enrollment credentials) → memory MCP (stateless JSON)
-           ├─ /mcp              BearerGate(OAuth tokens bound to the /mcp resource) → Web MCP (SSE)
+           ├─ /mcp              BearerGate(OAuth tokens bound to the /mcp resource) → Web MCP (SSE;
+           │                    stateless when several worker processes serve the gateway)
            └─ OAuth: metadata, /authorize, /token, /register, /revoke, /oauth/consent
 
 The lifespan runs the three MCP session managers, warms the services in a worker thread (a
@@ -98,12 +99,14 @@ def create_app(
     extra_hosts: tuple[str, ...] = (),
     background: bool | None = None,
     context: ContextSettings | None = None,
+    web_mcp_stateless: bool = False,
 ) -> GatewayApp:
     """Build the gateway for `data_dir` (see module doc); `background` (default: as `reingest`)
     runs the background embedding and the admin socket.
 
     `context`: the `[context]` settings the entry point loaded with `settings`; when not given (and
-    no `hub` is), they are read from `config.toml` here, the one place below the CLI that does."""
+    no `hub` is), they are read from `config.toml` here, the one place below the CLI that does.
+    `web_mcp_stateless`: serve `/mcp` without sessions (a worker of `server start --workers N > 1`)."""
     data_dir.ensure()
     if hub is None:
         context = context if context is not None else load_config(data_dir).context
@@ -119,7 +122,7 @@ def create_app(
 
     context_mount = native_context_mount(hub)
     memory_mount = native_memory_mount(hub)
-    web = web_mount(hub)
+    web = web_mount(hub, stateless=web_mcp_stateless)
     memory_scopes = (SCOPE_MEMORY_READ, SCOPE_MEMORY_WRITE, SCOPE_MEMORY_DELETE)
     routes: list[Any] = [
         *http_routes(settings, hub, enrollment, verify_native, started_at),

@@ -10,7 +10,9 @@ What the workers share is already multi-process safe: the memory database and th
 are SQLite in WAL mode (per-process connections, `BEGIN IMMEDIATE` writers, busy timeouts), and
 enrollment and OAuth state are mutated under an exclusive `flock` with atomic replacement. The one
 thing that is not shareable is a Qdrant Edge shard (one process holds its lock), so N > 1 requires
-services mode (`[context] index = "qdrant"`, a Qdrant server).
+services mode (`[context] index = "qdrant"`, a Qdrant server). The Web MCP endpoint `/mcp` keeps
+no sessions with N > 1 (`create_app(web_mcp_stateless=True)`): a session lives in the process that
+opened it, and a client's next request may be accepted by another worker.
 
 SIGINT/SIGTERM to the parent: it sends SIGTERM to every worker (uvicorn's graceful shutdown), waits
 `GRACEFUL_SHUTDOWN_SECONDS` + 5 s, kills what is left, removes the run file and returns. A worker
@@ -65,8 +67,11 @@ def check_workers(context: ContextSettings, workers: int) -> None:
         )
 
 
-def _worker(root: str, config: ServerConfig, sock: socket.socket, reingest: bool) -> None:
-    """One worker process: build the app and serve on the inherited socket until SIGTERM."""
+def _worker(
+    root: str, config: ServerConfig, sock: socket.socket, reingest: bool, web_stateless: bool
+) -> None:
+    """One worker process: build the app (`/mcp` stateless when there are several workers) and serve
+    on the inherited socket until SIGTERM."""
     import uvicorn
 
     from ivoai.server.app import create_app
@@ -76,7 +81,9 @@ def _worker(root: str, config: ServerConfig, sock: socket.socket, reingest: bool
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     data = ServerDataDir(Path(root))
     attach_log_file(data)
-    app = create_app(data, config.gateway, context=config.context, reingest=reingest)
+    app = create_app(
+        data, config.gateway, context=config.context, reingest=reingest, web_mcp_stateless=web_stateless
+    )
     install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))
     server.run(sockets=[sock])
@@ -105,7 +112,7 @@ def serve_workers(
     def spawn(index: int) -> None:
         p = ctx.Process(
             target=_worker,
-            args=(str(data.root), config, sock, index == 0),
+            args=(str(data.root), config, sock, index == 0, workers > 1),
             name=f"ivoai-gateway-worker-{index}",
             daemon=False,
         )
