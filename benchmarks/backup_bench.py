@@ -92,8 +92,8 @@ def build(base: Path, pages: int, docs: int) -> Path:
     """The data directory with `pages` memory pages and `docs` catalog documents (cached by size)."""
     from ivoai.server.context.catalog import Catalog, ChunkRow, DocumentRecord
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.lifecycle import init_server
     from ivoai.server.memory.service import MemoryService
+    from ivoai.server.runtime.lifecycle import init_server
 
     data_root = base / f"data-{pages}-{docs}"
     if (data_root / ".built").exists():
@@ -301,10 +301,10 @@ def p99_during_backup(data_root: Path, seconds: float, work: Path) -> None:
 def workers_ratio(seconds: float, work: Path, rounds: int) -> None:
     gb = _gateway_bench()
     from ivoai.server.auth.enrollment import EnrollmentStore
+    from ivoai.server.config import update_config
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.lifecycle import init_server
-    from ivoai.server.gateway.settings import update_config
     from ivoai.server.memory.service import MemoryService
+    from ivoai.server.runtime.lifecycle import init_server
 
     key = "bench-standin-key-0123456789"
     port_file = work / "standin.port"

@@ -19,6 +19,7 @@ from ivoai.server.context.chunker import chunk_text
 from ivoai.server.context.embeddings import builtin_embedder
 from ivoai.server.context.ingest import document_id
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 MAX_CHUNKS = int(sys.argv[1]) if len(sys.argv) > 1 else 120
@@ -48,7 +49,7 @@ def main() -> None:
 
     # the machine is shared: measure the reference before and after the ingest and use the mean
     alone_before = embed_alone()
-    svc = ContextService.open(ServerDataDir(tmp / "server"), embedder=emb)
+    svc = ContextService.open(ServerDataDir(tmp / "server"), ContextSettings(), embedder=emb)
     svc.add_connector("bench", "filesystem", str(corpus))
     t0 = time.perf_counter()
     report = svc.ingest()

@@ -53,6 +53,7 @@ from ivoai.server.context.filters import (
 )
 from ivoai.server.context.ingest import document_id
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,7 +102,8 @@ def bench_rules(repo: Path, tmp: Path) -> None:
     counts: dict[str, Any] = {}
     for label, embed_generated in (("with_rules", False), ("without_rules", True)):
         data = ServerDataDir(tmp / f"rules-{label}")
-        with ContextService.open(data, embedder=builtin_embedder()) as svc:  # phase 1 never loads the model
+        # phase 1 never loads the model
+        with ContextService.open(data, ContextSettings(), embedder=builtin_embedder()) as svc:
             svc.add_connector("repo", "git", str(repo), embed_generated=embed_generated)
             report = svc.ingest(embed=False)
             pending = svc.catalog.pending_chunks(10**9)
@@ -126,7 +128,7 @@ def bench_rules(repo: Path, tmp: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- ttfs
 def bench_ttfs(repo: Path, tmp: Path) -> None:
-    from ivoai.server.gateway.local_ops import gateway_ops
+    from ivoai.server.runtime.local_ops import gateway_ops
 
     data = tmp / "ttfs"
     t0 = time.monotonic()
@@ -367,7 +369,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def bench_latency(repo: Path, tmp: Path, max_chunks: int) -> None:
     from ivoai.server.auth.enrollment import EnrollmentStore
-    from ivoai.server.gateway.local_ops import gateway_ops
+    from ivoai.server.runtime.local_ops import gateway_ops
 
     corpus = tmp / "latency-corpus"
     texts = build_subset(repo, corpus, max_chunks)

@@ -30,6 +30,7 @@ import rich
 
 from ivoai.server.context.embeddings import builtin_embedder
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 MAX_DOCS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 200
@@ -189,7 +190,7 @@ def evaluate_repo(embedder: CachingEmbedder) -> None:
         print(f"seeded {seed_from_vector_cache(embedder, Path(seed))} vectors", file=sys.stderr)
     for label, embed_generated, signals in (("before", True, False), ("after", False, True)):
         tmp = Path(tempfile.mkdtemp(prefix="ivoai-quality-repo-"))
-        svc = ContextService.open(ServerDataDir(tmp / "server"), embedder=embedder)
+        svc = ContextService.open(ServerDataDir(tmp / "server"), ContextSettings(), embedder=embedder)
         svc.add_connector("repo", "git", str(REPO), embed_generated=embed_generated)
         svc.ingest()
         embedder.flush()
@@ -243,7 +244,7 @@ def evaluate_partial(
         p = corpus / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(code, encoding="utf-8")
-    svc = ContextService.open(ServerDataDir(tmp / "server"), embedder=embedder)
+    svc = ContextService.open(ServerDataDir(tmp / "server"), ContextSettings(), embedder=embedder)
     svc.add_connector("lib", "filesystem", str(corpus))
     svc.ingest(embed=False)
     lexical_only = svc.context_search("warm up").coverage
@@ -292,7 +293,7 @@ def evaluate(variant: str, pairs: list[tuple[str, str, str]], embedder: CachingE
         p = corpus / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(code, encoding="utf-8")
-    svc = ContextService.open(ServerDataDir(tmp / "server"), embedder=embedder)
+    svc = ContextService.open(ServerDataDir(tmp / "server"), ContextSettings(), embedder=embedder)
     svc.add_connector("lib", "filesystem", str(corpus))
     t0 = time.perf_counter()
     print(f"ingesting {len(pairs)} functions ...", file=sys.stderr, flush=True)

@@ -56,7 +56,7 @@ def _hash_embedder() -> Any:
 
 def _bind() -> socket.socket:
     """The gateway's own listener (TCP_NODELAY), for both servers; see `--no-nodelay`."""
-    from ivoai.server.gateway.runner import bind
+    from ivoai.server.runtime.runner import bind
 
     sock = bind("127.0.0.1", 0)
     if os.environ.get("BENCH_NO_NODELAY"):
@@ -88,6 +88,7 @@ def gateway_app(data_root: Path, port: int) -> Any:
     """The real gateway (`GatewayApp`) over the seeded data directory, with the hash embedder."""
     from ivoai.server.app import create_app
     from ivoai.server.context.service import ContextService
+    from ivoai.server.context.settings import ContextSettings
     from ivoai.server.datadir import ServerDataDir
     from ivoai.server.gateway.services import ServiceHub
     from ivoai.server.gateway.settings import GatewaySettings
@@ -98,7 +99,7 @@ def gateway_app(data_root: Path, port: int) -> Any:
     hub = ServiceHub(
         data,
         embedder=embedder,
-        context_opener=lambda: ContextService.open(data, embedder=embedder),
+        context_opener=lambda: ContextService.open(data, ContextSettings(), embedder=embedder),
         memory_opener=lambda: MemoryService.open(data, embedder=embedder),
     )
     return create_app(data, GatewaySettings(listen_port=port), hub=hub)
@@ -107,8 +108,8 @@ def gateway_app(data_root: Path, port: int) -> Any:
 def serve_reference(port_file: Path) -> None:
     import uvicorn
 
-    from ivoai.server.gateway.runner import server_config
     from ivoai.server.gateway.settings import GatewaySettings
+    from ivoai.server.runtime.runner import server_config
 
     app = reference_app()
     sock = _bind()
@@ -120,7 +121,7 @@ def serve_reference(port_file: Path) -> None:
 def serve_gateway(data_root: Path, port_file: Path) -> None:
     import uvicorn
 
-    from ivoai.server.gateway.runner import uvicorn_config
+    from ivoai.server.runtime.runner import uvicorn_config
 
     if os.environ.get("BENCH_SWITCH"):
         sys.setswitchinterval(float(os.environ["BENCH_SWITCH"]))
@@ -133,9 +134,10 @@ def serve_gateway(data_root: Path, port_file: Path) -> None:
 def seed(data_root: Path) -> str:
     """A small corpus (40 documents, 200 memory pages) and a native credential."""
     from ivoai.server.auth.enrollment import EnrollmentStore
+    from ivoai.server.config import write_default_config
     from ivoai.server.context.service import ContextService
+    from ivoai.server.context.settings import ContextSettings
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.settings import write_default_config
     from ivoai.server.memory.service import MemoryService
 
     data = ServerDataDir(data_root).ensure()
@@ -158,7 +160,7 @@ def seed(data_root: Path) -> str:
             f"# {t} note {i}\n\n" + f"The {t} subsystem handles request {i}. " * 30 + "\n"
         )
     embedder = _hash_embedder()
-    with ContextService.open(data, embedder=embedder) as ctx:
+    with ContextService.open(data, ContextSettings(), embedder=embedder) as ctx:
         ctx.add_connector("corpus", "filesystem", str(corpus))
         ctx.ingest()
     with MemoryService.open(data, embedder=embedder) as mem:

@@ -184,18 +184,19 @@ def serve(data_root: str, port_file: str) -> None:
 
     from ivoai.server.app import create_app
     from ivoai.server.context.service import ContextService
+    from ivoai.server.context.settings import ContextSettings
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.runner import bind, uvicorn_config
     from ivoai.server.gateway.services import ServiceHub
     from ivoai.server.gateway.settings import GatewaySettings
     from ivoai.server.memory.service import MemoryService
+    from ivoai.server.runtime.runner import bind, uvicorn_config
 
     data = ServerDataDir(Path(data_root)).ensure()
     embedder = HashEmbedder()
     hub = ServiceHub(
         data,
         embedder=embedder,
-        context_opener=lambda: ContextService.open(data, embedder=embedder),
+        context_opener=lambda: ContextService.open(data, ContextSettings(), embedder=embedder),
         memory_opener=lambda: MemoryService.open(data, embedder=embedder),
     )
     sock = bind("127.0.0.1", 0)

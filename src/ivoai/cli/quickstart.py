@@ -13,7 +13,7 @@ import typer
 from ivoai.cli._output import info, print_json
 
 if TYPE_CHECKING:
-    from ivoai.server.gateway.quickstart import EmbeddingWatch
+    from ivoai.server.runtime.quickstart import EmbeddingWatch
 
 WATCH_EVERY_SECONDS = 30.0  # background-embedding progress lines while serving
 
@@ -36,8 +36,8 @@ def quickstart_command(
     """Index a checkout, start the server on loopback and search it over MCP."""
     from ivoai.cli.server.connector import progress_bar
     from ivoai.common.paths import xdg_paths
-    from ivoai.server.gateway.quickstart import DEFAULT_QUERY, EmbeddingWatch, run_quickstart
-    from ivoai.server.gateway.runstate import clear_run_state, write_run_state
+    from ivoai.server.runtime.quickstart import DEFAULT_QUERY, EmbeddingWatch, run_quickstart
+    from ivoai.server.runtime.runstate import clear_run_state, write_run_state
 
     root = data_dir if data_dir is not None else xdg_paths().server_data_dir
     with progress_bar(True) as bar:  # stderr: rich bars on a terminal, plain lines otherwise
@@ -57,7 +57,7 @@ def quickstart_command(
             _render(result)
         if serve:
             from ivoai.server.datadir import ServerDataDir
-            from ivoai.server.gateway.runner import install_log_redaction
+            from ivoai.server.runtime.runner import install_log_redaction
 
             install_log_redaction()
             data = ServerDataDir(Path(result.data_dir))

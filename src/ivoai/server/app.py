@@ -1,6 +1,8 @@
 """The composition root of the server: settings and a data directory in, one ASGI application out.
 
-Nothing below this module reads configuration or the environment. `create_app` wires:
+Nothing below this module reads configuration or the environment: the `[context]` settings come in
+with the gateway's (`server/config.py`, loaded once by the entry point) and are handed down to the
+services. `create_app` wires:
 
     GatewayGuard (transport policy, Host/Origin, 4 MiB bodies, read timeout, no-store)
       └─ Starlette, with one exception handler per error kind (`gateway/errors.py`)
@@ -8,7 +10,8 @@ Nothing below this module reads configuration or the environment. `create_app` w
            ├─ /v1/memory/hook[/batch], /v1/admin/*   BearerGate(enrollment credentials) → handlers
            ├─ /v1/mcp/context   BearerGate(enrollment credentials) → context MCP (stateless JSON)
            ├─ /v1/memory/mcp    BearerGate(enrollment credentials) → memory MCP (stateless JSON)
-           ├─ /mcp              BearerGate(OAuth tokens bound to the /mcp resource) → Web MCP (SSE)
+           ├─ /mcp              BearerGate(OAuth tokens bound to the /mcp resource) → Web MCP (SSE;
+           │                    stateless when several worker processes serve the gateway)
            └─ OAuth: metadata, /authorize, /token, /register, /revoke, /oauth/consent
 
 The lifespan runs the three MCP session managers, warms the services in a worker thread (a
@@ -44,9 +47,10 @@ from ivoai.server.auth.enrollment import EnrollmentStore, NativePrincipal
 from ivoai.server.auth.oauth_provider import IvoaiOAuthProvider
 from ivoai.server.auth.oauth_store import Clock, OAuthStore
 from ivoai.server.auth.principal import Principal
+from ivoai.server.config import load_config
 from ivoai.server.context.models import IngestReport
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.background import BackgroundWork, start_local_admin, stop_local_admin
 from ivoai.server.gateway.bearer import BearerGate
 from ivoai.server.gateway.errors import EXCEPTION_HANDLERS
 from ivoai.server.gateway.guard import GatewayGuard
@@ -55,6 +59,7 @@ from ivoai.server.gateway.mcp_servers import native_context_mount, native_memory
 from ivoai.server.gateway.oauth_routes import oauth_routes, resource_metadata_url
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.background import BackgroundWork, start_local_admin, stop_local_admin
 
 log = logging.getLogger("ivoai.gateway")
 
@@ -93,11 +98,19 @@ def create_app(
     on_reingest: Callable[[IngestReport], None] | None = None,
     extra_hosts: tuple[str, ...] = (),
     background: bool | None = None,
+    context: ContextSettings | None = None,
+    web_mcp_stateless: bool = False,
 ) -> GatewayApp:
     """Build the gateway for `data_dir` (see module doc); `background` (default: as `reingest`)
-    runs the background embedding and the admin socket."""
+    runs the background embedding and the admin socket.
+
+    `context`: the `[context]` settings the entry point loaded with `settings`; when not given (and
+    no `hub` is), they are read from `config.toml` here, the one place below the CLI that does.
+    `web_mcp_stateless`: serve `/mcp` without sessions (a worker of `server start --workers N > 1`)."""
     data_dir.ensure()
-    hub = hub if hub is not None else ServiceHub(data_dir)
+    if hub is None:
+        context = context if context is not None else load_config(data_dir).context
+        hub = ServiceHub(data_dir, context_settings=context)
     enrollment = EnrollmentStore(data_dir.root, data_dir.enrollment, clock=clock)
     oauth = OAuthStore(data_dir.root, data_dir.oauth, clock=clock)
     provider = IvoaiOAuthProvider(oauth, issuer=settings.base_url, resource=settings.mcp_resource_url)
@@ -109,7 +122,7 @@ def create_app(
 
     context_mount = native_context_mount(hub)
     memory_mount = native_memory_mount(hub)
-    web = web_mount(hub)
+    web = web_mount(hub, stateless=web_mcp_stateless)
     memory_scopes = (SCOPE_MEMORY_READ, SCOPE_MEMORY_WRITE, SCOPE_MEMORY_DELETE)
     routes: list[Any] = [
         *http_routes(settings, hub, enrollment, verify_native, started_at),

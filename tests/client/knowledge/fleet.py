@@ -231,8 +231,8 @@ def _prepare(server: Server, corpus: Path, root: Path, context: dict[str, str] |
     d = str(server.data_dir)
     must(ivoai("server", "--data-dir", d, "init", "--listen", f"127.0.0.1:{server.port}", env=server.env))
     if context:
+        from ivoai.server.config import update_config
         from ivoai.server.datadir import ServerDataDir
-        from ivoai.server.gateway.settings import update_config
 
         update_config(ServerDataDir(server.data_dir), dict(context), table_name="context")
     must(

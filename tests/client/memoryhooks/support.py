@@ -1,6 +1,6 @@
 """A real ivoai gateway (the server app over a real loopback socket) enrolled by the real client code.
 
-The gateway runs in a thread of the test process (`ivoai.server.gateway.runner.start_background`)
+The gateway runs in a thread of the test process (`ivoai.server.runtime.runner.start_background`)
 with the test hub's hash embedder; the client side (registry and secrets) is the test's XDG home,
 filled by the real enrollment (`add_server`: discovery, code exchange over HTTP). `stop()` and
 `start()` take the server down and bring it back on the same port with the same data.
@@ -19,9 +19,9 @@ from typing import Any
 from ivoai.client.connections.enroll import add_server
 from ivoai.common.paths import XdgPaths
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.runner import RunningServer, start_background
 from ivoai.server.gateway.settings import GatewaySettings
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.runner import RunningServer, start_background
 from tests.server.gateway.support import make_hub
 
 REPO = Path(__file__).resolve().parents[3]

@@ -14,8 +14,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from ivoai.server.gateway.runner import RunningServer, running
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import RunningServer, running
 from tests.server.auth.oauth_client import mcp_status, pkce, query_of
 from tests.server.gateway.support import data_dir, make_hub
 

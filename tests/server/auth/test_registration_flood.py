@@ -12,9 +12,9 @@ import pytest
 
 from ivoai.common.limits import OAUTH_REGISTRATION_MAX_BYTES
 from ivoai.server.auth.oauth_store import OAuthStore
-from ivoai.server.gateway.runner import running
 from ivoai.server.gateway.settings import GatewaySettings
-from ivoai.server.gateway.status import server_status
+from ivoai.server.runtime.runner import running
+from ivoai.server.runtime.status import server_status
 from tests.server.auth.oauth_client import full_flow, mcp_status
 from tests.server.gateway.support import data_dir, inproc, make_app, make_hub
 

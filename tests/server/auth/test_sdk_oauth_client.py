@@ -18,8 +18,8 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl
 
-from ivoai.server.gateway.runner import running
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import running
 from tests.server.gateway.support import data_dir, make_hub, mcp_session
 
 pytestmark = pytest.mark.anyio

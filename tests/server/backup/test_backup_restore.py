@@ -18,11 +18,12 @@ from ivoai.server.backup.archive import (
     verify_archive,
 )
 from ivoai.server.backup.restore import restore_archive
+from ivoai.server.config import load_config
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
 from ivoai.server.memory.documents import export_markdown
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.lifecycle import init_server
 from tests.server.backup.support import DOCS, QUERIES, tree_digest
 from tests.server.gateway.support import HashEmbedder
 
@@ -64,7 +65,7 @@ def test_backup_while_eight_clients_write_restores_a_consistent_snapshot_and_the
     for rel, text in DOCS.items():
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_text(text, encoding="utf-8")
-    with ContextService.open(source, embedder=emb) as ctx:
+    with ContextService.open(source, load_config(source).context, embedder=emb) as ctx:
         ctx.add_connector("docs", "filesystem", str(corpus))
         assert ctx.ingest().status == "ok"
         before = {q: [(r.document_id, r.chunk_index) for r in ctx.context_search(q).results] for q in QUERIES}
@@ -125,7 +126,7 @@ def test_backup_while_eight_clients_write_restores_a_consistent_snapshot_and_the
         assert dst_export[key] == src_export[key]
     assert len(restored_pages) < len([k for k in src_export if "/pages/" in k])
 
-    with ContextService.open(target, embedder=emb) as ctx:
+    with ContextService.open(target, load_config(target).context, embedder=emb) as ctx:
         after = {q: [(r.document_id, r.chunk_index) for r in ctx.context_search(q).results] for q in QUERIES}
     assert after == before
 

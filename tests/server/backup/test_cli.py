@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx2
 
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.runstate import read_run_state
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.runstate import read_run_state
 from tests.conftest import CliRunner
 
 

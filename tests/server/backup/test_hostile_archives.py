@@ -18,8 +18,8 @@ from ivoai.common.limits import BACKUP_ENTRY_MAX_BYTES, BACKUP_MAX_ENTRIES
 from ivoai.server.backup.archive import ArchiveError, create_backup, verify_archive
 from ivoai.server.backup.restore import restore_archive
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.lifecycle import init_server
 from tests.server.backup.support import manifest_entry, read_members, tree_digest, write_archive
 
 

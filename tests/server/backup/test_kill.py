@@ -14,8 +14,8 @@ from pathlib import Path
 from ivoai.server.backup.archive import create_backup, list_backups
 from ivoai.server.backup.restore import restore_archive
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.lifecycle import init_server
 from tests.conftest import REPO_ROOT
 from tests.server.gateway.support import HashEmbedder
 

@@ -24,7 +24,6 @@ import contextlib
 import os
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,9 @@ from starlette.types import ASGIApp
 
 from ivoai.server.app import GatewayApp
 from ivoai.server.gateway.guard import GatewayGuard
-from ivoai.server.gateway.runner import RunningServer, bind, start_background
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import RunningServer, bind, start_background
+from ivoai.server.runtime.serving import ServerThread
 from tests.conftest import REPO_ROOT, tool_path
 from tests.server.gateway.support import data_dir, make_hub
 
@@ -54,7 +54,7 @@ SCENARIOS = [
 SUITE = REPO_ROOT / "tools" / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 PRELOAD = Path(__file__).with_name("inject-auth.mjs")
 SUITE_TIMEOUT_SECONDS = 120
-STARTUP_POLLS = 3000  # x 10 ms
+STARTUP_SECONDS = 30.0
 
 
 def _node() -> Path:
@@ -137,21 +137,12 @@ def test_without_a_token_the_suite_is_refused(gateway: tuple[RunningServer, str]
 @contextlib.contextmanager
 def serve(asgi: ASGIApp, sock: socket.socket) -> Iterator[None]:
     """Serve `asgi` on `sock` with uvicorn in a thread for the block."""
-    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(STARTUP_POLLS):
-        if server.started or not thread.is_alive():
-            break
-        started.wait(0.01)
+    config = uvicorn.Config(asgi, log_level="warning", lifespan="on")
+    serving = ServerThread.start(config, sock, name="conformance-guard", timeout=STARTUP_SECONDS)
     try:
-        assert server.started, "uvicorn did not start"
         yield
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
+        serving.stop(15.0)
 
 
 def test_dns_rebinding_protection_scenario_passes_against_the_gateway_guard(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any, cast
 from ivoai.server.context.embeddings import builtin_embedder
 from ivoai.server.context.index import COLLECTION, EdgeIndex, VectorIndex
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 from .conftest import LoggingEmbedder
@@ -44,7 +45,8 @@ def main() -> None:
     data = ServerDataDir(Path(sys.argv[1]))
     embedder = LoggingEmbedder(builtin_embedder(), Path(sys.argv[2]))
     index = BlockingIndex(EdgeIndex(data.index / COLLECTION))
-    with ContextService.open(data, embedder=embedder, index=cast(VectorIndex, index)) as svc:
+    settings = ContextSettings()
+    with ContextService.open(data, settings, embedder=embedder, index=cast(VectorIndex, index)) as svc:
         svc.embed_pending(batch_chunks=2)
     sys.stdout.write("finished without blocking\n")
 

@@ -11,6 +11,7 @@ import pytest
 
 from ivoai.server.context.embeddings import BuiltinEmbedder, builtin_embedder
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 
@@ -27,7 +28,7 @@ def data_dir(tmp_path: Path) -> ServerDataDir:
 
 @pytest.fixture
 def svc(data_dir: ServerDataDir, embedder: BuiltinEmbedder) -> Iterator[ContextService]:
-    service = ContextService.open(data_dir, embedder=embedder)
+    service = ContextService.open(data_dir, ContextSettings(), embedder=embedder)
     yield service
     service.close()
 

@@ -23,11 +23,12 @@ import httpx2
 import pytest
 
 from ivoai.common.fsio import atomic_write
+from ivoai.server.config import load_config
 from ivoai.server.context import embeddings
 from ivoai.server.context.embeddings import BuiltinEmbedder, TeiEmbedder, make_embedder
 from ivoai.server.context.errors import EmbedderError
 from ivoai.server.context.service import ContextService
-from ivoai.server.context.settings import ContextSettings, load_settings
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 from tests.tls import self_signed_cert
 
@@ -292,7 +293,7 @@ def test_the_context_service_closes_the_embedding_connections_of_the_embedder_it
         'tei_api_key_file = "tei.key"\n'
     )
     atomic_write(data_dir.root, data_dir.config_file, config.encode())
-    service = ContextService.open(data_dir)
+    service = ContextService.open(data_dir, load_config(data_dir).context)
     try:
         service.embedder.embed_queries(["which embedder"])
         assert _KeepAliveTei.ended == []
@@ -305,13 +306,13 @@ def test_the_context_service_closes_the_embedding_connections_of_the_embedder_it
 def test_settings_come_from_the_context_table_and_typos_are_refused(data_dir: ServerDataDir) -> None:
     from ivoai.server.context.errors import SettingsError
 
-    assert load_settings(data_dir) == ContextSettings()
+    assert load_config(data_dir).context == ContextSettings()
     atomic_write(data_dir.root, data_dir.config_file, b'[context]\nembedder = "tei"\nindex = "qdrant"\n')
-    s = load_settings(data_dir)
+    s = load_config(data_dir).context
     assert (s.embedder, s.index) == ("tei", "qdrant")
     atomic_write(data_dir.root, data_dir.config_file, b'[context]\nembeder = "tei"\n')
     with pytest.raises(SettingsError, match="context.embeder"):
-        load_settings(data_dir)
+        load_config(data_dir)
 
 
 class _ClosingTei(_KeepAliveTei):

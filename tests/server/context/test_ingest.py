@@ -16,6 +16,7 @@ from ivoai.server.context.errors import EmbedderError, IngestRunningError
 from ivoai.server.context.index import COLLECTION, EdgeIndex, IndexPoint, VectorIndex
 from ivoai.server.context.ingest import IngestProgress
 from ivoai.server.context.service import EMBED_LOCK, INGEST_LOCK, ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 from .conftest import CountingEmbedder, write_tree
@@ -28,7 +29,7 @@ DOCS = {
 
 
 def _open(data_dir: ServerDataDir, emb: object) -> ContextService:
-    return ContextService.open(data_dir, embedder=emb)  # type: ignore[arg-type]
+    return ContextService.open(data_dir, ContextSettings(), embedder=emb)  # type: ignore[arg-type]
 
 
 def _paths(svc: ContextService, query: str) -> list[str]:
@@ -278,7 +279,8 @@ def test_a_changed_document_stays_searchable_until_its_replacement_commits(
     root = write_tree(tmp_path / "docs", {"a.md": "The quarterly budget review happens in March.\n"})
     gate, entered = threading.Event(), threading.Event()
     gated = GatedIndex(EdgeIndex(data_dir.index / COLLECTION), gate, entered)
-    with ContextService.open(data_dir, embedder=embedder, index=cast(VectorIndex, gated)) as svc:
+    settings = ContextSettings()
+    with ContextService.open(data_dir, settings, embedder=embedder, index=cast(VectorIndex, gated)) as svc:
         svc.add_connector("docs", "filesystem", str(root))
         svc.ingest()
         (root / "a.md").write_text("The quarterly budget review moved to April.\n")

@@ -10,6 +10,7 @@ from qdrant_client import QdrantClient
 from ivoai.server.context.embeddings import BuiltinEmbedder
 from ivoai.server.context.index import COLLECTION, QdrantIndex
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 from .conftest import write_tree
@@ -27,7 +28,7 @@ def test_qdrant_backend_ingests_searches_hybrid_filters_and_purges(
             "b/search.md": "The search service uses hybrid retrieval with BM25.\n",
         },
     )
-    with ContextService.open(data_dir, embedder=embedder, index=index) as svc:
+    with ContextService.open(data_dir, ContextSettings(), embedder=embedder, index=index) as svc:
         svc.add_connector("d", "filesystem", str(tmp_path / "d"))
         assert svc.ingest().status == "ok"
         assert index.count() == 2

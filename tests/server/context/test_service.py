@@ -10,6 +10,7 @@ import pytest
 from ivoai.server.context.embeddings import BuiltinEmbedder
 from ivoai.server.context.errors import ConnectorNotFoundError, DocumentNotFoundError, InvalidQueryError
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 
 from .conftest import write_tree
@@ -172,7 +173,7 @@ def test_catalog_files_are_private(loaded: ContextService) -> None:
 def test_two_services_in_one_process_share_the_edge_shard_and_survive_a_rebuild(
     loaded: ContextService, embedder: BuiltinEmbedder
 ) -> None:
-    with ContextService.open(loaded.data_dir, embedder=embedder) as other:
+    with ContextService.open(loaded.data_dir, ContextSettings(), embedder=embedder) as other:
         assert other.index.count() == loaded.index.count() == 4
         loaded.rebuild()
         assert other.context_search("payment queue backs up").results[0].path == "ops/runbook.md"
@@ -181,7 +182,7 @@ def test_two_services_in_one_process_share_the_edge_shard_and_survive_a_rebuild(
 
 def test_merge_joins_consecutive_chunks_whatever_order_they_rank_in() -> None:
     from ivoai.server.context.catalog import ChunkHit
-    from ivoai.server.context.service import _merge
+    from ivoai.server.context.search import merge_hits as _merge
 
     def hit(doc: str, idx: int) -> ChunkHit:
         return ChunkHit(f"c{doc}{idx}", doc, "m", f"{doc}.md", idx, idx * 100, idx * 100 + 120, "t", 0.0)

@@ -17,6 +17,7 @@ import pytest
 from ivoai.server.context.catalog import DENSE_EMBEDDED
 from ivoai.server.context.embeddings import BuiltinEmbedder
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.context.vector_cache import VectorCache, cache_key
 from ivoai.server.datadir import ServerDataDir
 
@@ -35,7 +36,7 @@ MEANING_ONLY = "restart modem if wifi fails"  # shares no word with a/router.md,
 
 
 def _open(data_dir: ServerDataDir, emb: object) -> ContextService:
-    return ContextService.open(data_dir, embedder=emb)  # type: ignore[arg-type]
+    return ContextService.open(data_dir, ContextSettings(), embedder=emb)  # type: ignore[arg-type]
 
 
 def _paths(svc: ContextService, query: str) -> list[str]:

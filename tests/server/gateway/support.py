@@ -15,6 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ivoai.server.app import GatewayApp, create_app
 from ivoai.server.context.service import ContextService
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
@@ -65,7 +66,7 @@ def make_hub(data: ServerDataDir, *, memory_fails: bool = False) -> ServiceHub:
     return ServiceHub(
         data,
         embedder=embedder,
-        context_opener=lambda: ContextService.open(data, embedder=embedder),
+        context_opener=lambda: ContextService.open(data, ContextSettings(), embedder=embedder),
         memory_opener=broken_memory
         if memory_fails
         else (lambda: MemoryService.open(data, embedder=embedder)),

@@ -13,10 +13,11 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from ivoai.common.errors import ValidationError
+from ivoai.server.config import load_config
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.guard import GatewayGuard
-from ivoai.server.gateway.lifecycle import StartOptions, effective_settings
 from ivoai.server.gateway.settings import GatewaySettings, normalize_public_url, parse_listen
+from ivoai.server.runtime.lifecycle import StartOptions, effective_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,7 @@ def test_non_loopback_plaintext_without_proxy_or_tls_is_refused() -> None:
 def test_half_a_tls_pair_is_refused(tmp_path: Path) -> None:
     data = ServerDataDir(tmp_path / "srv").ensure()
     with pytest.raises(ValidationError, match="--tls-cert and --tls-key must be given together"):
-        effective_settings(data, StartOptions(tls_cert=tmp_path / "cert.pem"))
+        effective_settings(load_config(data).gateway, StartOptions(tls_cert=tmp_path / "cert.pem"))
 
 
 @pytest.mark.parametrize(

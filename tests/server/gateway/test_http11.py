@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ivoai.server.gateway.runner import RunningServer, running
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import RunningServer, running
 from tests.server.gateway.support import data_dir, make_hub
 
 

@@ -11,8 +11,8 @@ import httpx2
 import pytest
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ivoai.server.gateway.runner import running, start_background
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import running, start_background
 from tests.server.gateway.support import data_dir, enroll, make_hub, mcp_session
 from tests.tls import self_signed_cert
 
@@ -73,7 +73,7 @@ def test_a_request_head_that_never_completes_is_cut_off(tmp_path: Path) -> None:
 def test_server_log_records_are_redacted() -> None:
     import logging
 
-    from ivoai.server.gateway.runner import RedactingFilter
+    from ivoai.server.runtime.runner import RedactingFilter
 
     record = logging.LogRecord(
         "ivoai",

@@ -14,8 +14,8 @@ import pytest
 from mcp import ClientSession
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ivoai.server.gateway.runner import RunningServer, running
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runner import RunningServer, running
 from tests.server.auth.oauth_client import full_flow
 from tests.server.gateway.support import data_dir, enroll, make_hub, mcp_session
 

@@ -71,7 +71,7 @@ def data_dir_from(ctx: typer.Context, *, initialize: bool = True) -> Path:
         root = xdg_paths().server_data_dir
     if initialize and not (root / "config.toml").exists():
         from ivoai.cli._output import info
-        from ivoai.server.gateway.lifecycle import init_server
+        from ivoai.server.runtime.lifecycle import init_server
 
         result = init_server(root)
         info(

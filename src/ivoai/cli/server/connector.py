@@ -24,10 +24,12 @@ _JSON = typer.Option(False, "--json", help="Machine-readable output (stable sche
 @contextmanager
 def open_service(ctx: typer.Context) -> Iterator[ContextService]:
     """The context service on `--data-dir` (created 0700 if missing), closed on exit."""
+    from ivoai.server.config import load_config
     from ivoai.server.context.service import ContextService
     from ivoai.server.datadir import ServerDataDir
 
-    svc = ContextService.open(ServerDataDir(data_dir_from(ctx)))
+    data = ServerDataDir(data_dir_from(ctx))
+    svc = ContextService.open(data, load_config(data).context)
     try:
         yield svc
     finally:
@@ -168,7 +170,7 @@ def ingest_command(
 
     With a running server the work is done by the server (its admin socket); the output is the same.
     """
-    from ivoai.server.gateway.local_ops import interrupted_message, open_context_ops
+    from ivoai.server.runtime.local_ops import interrupted_message, open_context_ops
 
     stop = _GracefulStop()
     with open_context_ops(data_dir_from(ctx)) as ops:

@@ -30,7 +30,7 @@ def search_command(
     json_out: bool = _JSON,
 ) -> None:
     """Hybrid search (dense + BM25) over ingested documents; text is untrusted document content."""
-    from ivoai.server.gateway.local_ops import open_context_ops
+    from ivoai.server.runtime.local_ops import open_context_ops
 
     with open_context_ops(data_dir_from(ctx)) as ops:
         res = ops.search(query, limit=limit, connector=connector, path_prefix=path_prefix)
@@ -55,7 +55,7 @@ def search_command(
 @app.command("status")
 def status_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
     """Documents, chunks, embedding coverage, last run, index backend and embedder."""
-    from ivoai.server.gateway.local_ops import open_context_ops
+    from ivoai.server.runtime.local_ops import open_context_ops
 
     with open_context_ops(data_dir_from(ctx)) as ops:
         health, connectors = ops.status()

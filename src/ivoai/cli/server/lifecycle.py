@@ -25,7 +25,7 @@ def init_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Create the server data directory (0700) and config.toml; safe to re-run."""
-    from ivoai.server.gateway.lifecycle import init_server
+    from ivoai.server.runtime.lifecycle import init_server
 
     root = data_dir_from(ctx, initialize=False)
     result = init_server(root, listen=listen, public_url=public_url, mode=mode)
@@ -58,7 +58,7 @@ def start_command(
     ),
 ) -> None:
     """Run the gateway in the foreground until interrupted."""
-    from ivoai.server.gateway.lifecycle import StartOptions, start_server
+    from ivoai.server.runtime.lifecycle import StartOptions, start_server
 
     start_server(
         data_dir_from(ctx),
@@ -80,7 +80,7 @@ def status_command(
 ) -> None:
     """Show the server's configuration, process and health (never creates anything)."""
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.status import server_status
+    from ivoai.server.runtime.status import server_status
 
     root = data_dir_from(ctx, initialize=False)
     status = server_status(ServerDataDir(root))

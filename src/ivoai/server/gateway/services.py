@@ -26,6 +26,7 @@ from ivoai.server.datadir import ServerDataDir
 if TYPE_CHECKING:
     from ivoai.server.context.embeddings import Embedder
     from ivoai.server.context.service import ContextService
+    from ivoai.server.context.settings import ContextSettings
     from ivoai.server.memory.service import MemoryService
 
 log = logging.getLogger("ivoai.gateway")
@@ -104,9 +105,12 @@ class ServiceHub:
         context_opener: Callable[[], ContextService] | None = None,
         memory_opener: Callable[[], MemoryService] | None = None,
         close_given: bool = False,
+        context_settings: ContextSettings | None = None,
     ) -> None:
-        """`close_given`: the hub also closes the `context`/`memory` instances passed in."""
+        """`close_given`: the hub also closes the `context`/`memory` instances passed in;
+        `context_settings`: the `[context]` table the composition root loaded (default: defaults)."""
         self.data_dir = data_dir
+        self.context_settings = context_settings
         self._embedder = embedder
         self._owned: list[_Closable] = [s for s in (context, memory) if close_given and s is not None]
         self._context = _Slot("context", context_opener or self._open_context, instance=context)
@@ -114,8 +118,10 @@ class ServiceHub:
 
     def _open_context(self) -> ContextService:
         from ivoai.server.context.service import ContextService
+        from ivoai.server.context.settings import ContextSettings
 
-        svc = ContextService.open(self.data_dir, embedder=self._embedder)
+        settings = self.context_settings or ContextSettings()
+        svc = ContextService.open(self.data_dir, settings, embedder=self._embedder)
         self._owned.append(svc)
         return svc
 

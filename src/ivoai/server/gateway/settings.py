@@ -1,4 +1,5 @@
-"""Gateway settings: the `[server]` table of `DATA/config.toml`, overridable from `ivoai server start`.
+"""Gateway settings: the `[server]` table of `DATA/config.toml` (read by `server/config.py`),
+overridable from `ivoai server start`.
 
 The transport policy is decided here, once, before any socket is opened:
 
@@ -11,24 +12,17 @@ The transport policy is decided here, once, before any socket is opened:
 from __future__ import annotations
 
 import ipaddress
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-import tomlkit
-
 from ivoai.common.errors import ValidationError
-from ivoai.common.fsio import atomic_write, read_private_file_or_none
 from ivoai.common.limits import (
-    CONFIG_MAX_BYTES,
     GATEWAY_DEFAULT_LISTEN,
     REINGEST_INTERVAL_DEFAULT_SECONDS,
     REINGEST_INTERVAL_MIN_SECONDS,
 )
 from ivoai.common.net import is_loopback_host
-from ivoai.server.datadir import ServerDataDir
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -165,109 +159,3 @@ def parse_proxies(
                 f"{what}: {value!r} is not an IP network like 10.0.0.0/8"
             ) from None
     return tuple(out)
-
-
-DEFAULT_CONFIG = f"""\
-# ivoai server configuration (non-secret settings only; secrets live in secrets/).
-[server]
-listen = "{GATEWAY_DEFAULT_LISTEN}"
-# Canonical public origin (https://ai.example.com). Empty: derived from `listen`.
-public_url = ""
-# CIDRs of TLS-terminating reverse proxies allowed to send X-Forwarded-Proto: https.
-trusted_proxies = []
-# Direct TLS (required for a non-loopback listener without a trusted proxy).
-tls_cert = ""
-tls_key = ""
-# Extra browser origins allowed to call the MCP endpoints (the public origin always is).
-allowed_origins = []
-# Periodic re-ingestion of every connector while the server runs.
-reingest_interval_seconds = {REINGEST_INTERVAL_DEFAULT_SECONDS}
-
-# Context service (see docs/context.md). Embedded mode: the bundled e5 model in process and a Qdrant
-# Edge shard in DIR/index. Services mode: Text Embeddings Inference and a Qdrant server on loopback.
-[context]
-embedder = "builtin"
-index = "edge"
-"""
-
-MODES: dict[str, dict[str, str]] = {
-    "embedded": {"embedder": "builtin", "index": "edge"},
-    "services": {
-        "embedder": "tei",
-        "tei_url": "http://127.0.0.1:8080",
-        "index": "qdrant",
-        "qdrant_url": "http://127.0.0.1:6333",
-    },
-}
-
-
-def write_default_config(data_dir: ServerDataDir) -> bool:
-    """Write `config.toml` with defaults unless it exists; True when written."""
-    if read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES) is not None:
-        return False
-    atomic_write(data_dir.root, data_dir.config_file, DEFAULT_CONFIG.encode("utf-8"))
-    return True
-
-
-def update_config(data_dir: ServerDataDir, values: dict[str, Any], *, table_name: str = "server") -> None:
-    """Set keys of one table (default `[server]`), preserving every other table, key and comment."""
-    raw = read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES)
-    doc = tomlkit.parse(raw.decode("utf-8") if raw is not None else DEFAULT_CONFIG)
-    table = doc.get(table_name)
-    if table is None:
-        table = tomlkit.table()
-        doc[table_name] = table
-    for key, value in values.items():
-        table[key] = value
-    atomic_write(data_dir.root, data_dir.config_file, tomlkit.dumps(doc).encode("utf-8"))
-
-
-def load_settings(data_dir: ServerDataDir) -> GatewaySettings:
-    """Settings from `config.toml` (defaults when the file or a key is missing).
-
-    Raises:
-        ValidationError: the file is not TOML or a value has the wrong type/shape.
-    """
-    raw = read_private_file_or_none(data_dir.root, data_dir.config_file, CONFIG_MAX_BYTES)
-    table: dict[str, Any] = {}
-    if raw is not None:
-        try:
-            doc = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ValidationError(f"{data_dir.config_file}: not valid TOML ({exc})") from None
-        server = doc.get("server", {})
-        if not isinstance(server, dict):
-            raise ValidationError(f"{data_dir.config_file}: [server] must be a table")
-        table = server
-
-    def get_str(key: str, default: str = "") -> str:
-        value = table.get(key, default)
-        if not isinstance(value, str):
-            raise ValidationError(f"{data_dir.config_file}: server.{key} must be a string")
-        return value
-
-    def get_list(key: str) -> list[str]:
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValidationError(f"{data_dir.config_file}: server.{key} must be a list of strings")
-        return list(value)
-
-    where = f"{data_dir.config_file}: server"
-    host, port = parse_listen(get_str("listen", GATEWAY_DEFAULT_LISTEN), f"{where}.listen")
-    public = get_str("public_url")
-    interval = table.get("reingest_interval_seconds", REINGEST_INTERVAL_DEFAULT_SECONDS)
-    if not isinstance(interval, int) or isinstance(interval, bool):
-        raise ValidationError(f"{data_dir.config_file}: server.reingest_interval_seconds must be an integer")
-    cert, key = get_str("tls_cert"), get_str("tls_key")
-    return GatewaySettings(
-        listen_host=host,
-        listen_port=port,
-        public_url=normalize_public_url(public, f"{where}.public_url") if public else "",
-        trusted_proxies=parse_proxies(get_list("trusted_proxies"), f"{where}.trusted_proxies"),
-        tls_cert=Path(cert) if cert else None,
-        tls_key=Path(key) if key else None,
-        reingest_interval_seconds=interval,
-        allowed_origins=tuple(
-            normalize_public_url(o, f"{where}.allowed_origins") for o in get_list("allowed_origins")
-        ),
-    )

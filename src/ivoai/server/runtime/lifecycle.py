@@ -8,16 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from ivoai.common.errors import ValidationError
+from ivoai.server.config import MODES, load_config, update_config, write_default_config
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.settings import (
-    MODES,
     GatewaySettings,
-    load_settings,
     normalize_public_url,
     parse_listen,
     parse_proxies,
-    update_config,
-    write_default_config,
 )
 
 
@@ -45,10 +42,8 @@ def init_server(
         update_config(data, changes)
     if mode is not None:
         update_config(data, MODES[mode], table_name="context")
-    settings = load_settings(data)
-    from ivoai.server.context.settings import load_settings as load_context_settings
-
-    context = load_context_settings(data)
+    config = load_config(data)
+    settings, context = config.gateway, config.context
     return {
         "data_dir": str(data.root),
         "config": str(data.config_file),
@@ -72,13 +67,12 @@ class StartOptions:
     workers: int = 1  # > 1 only in services mode (gateway/workers.py)
 
 
-def effective_settings(data: ServerDataDir, options: StartOptions) -> GatewaySettings:
+def effective_settings(settings: GatewaySettings, options: StartOptions) -> GatewaySettings:
     """Config file settings with the command-line overrides applied, validated.
 
     Raises:
         ValidationError: the combination violates the transport policy.
     """
-    settings = load_settings(data)
     if options.listen is not None:
         host, port = parse_listen(options.listen)
         settings = replace(settings, listen_host=host, listen_port=port)
@@ -96,12 +90,13 @@ def effective_settings(data: ServerDataDir, options: StartOptions) -> GatewaySet
 
 def start_server(root: Path, options: StartOptions, *, announce: Callable[[str], None]) -> None:
     """Initialize if needed, then serve in the foreground until SIGINT/SIGTERM."""
-    from ivoai.server.gateway.runner import serve_forever
+    from ivoai.server.runtime.runner import serve_forever
 
     data = ServerDataDir(root).ensure()
     write_default_config(data)
-    settings = effective_settings(data, options)
-    from ivoai.server.gateway.workers import check_workers
+    config = load_config(data)  # the one read of config.toml for this run, handed down from here
+    settings = effective_settings(config.gateway, options)
+    from ivoai.server.runtime.workers import check_workers
 
-    check_workers(data, options.workers)
-    serve_forever(data, settings, announce=announce, workers=options.workers)
+    check_workers(config.context, options.workers)
+    serve_forever(data, replace(config, gateway=settings), announce=announce, workers=options.workers)

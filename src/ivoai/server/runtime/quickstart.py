@@ -29,14 +29,15 @@ import httpx2
 from ivoai.common.command import ivoai_command
 from ivoai.common.errors import IvoaiError, UsageError
 from ivoai.common.limits import GATEWAY_DEFAULT_PORT
+from ivoai.server.config import load_config
 from ivoai.server.context.embeddings import Embedder
 from ivoai.server.context.ingest import IngestProgress
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
-from ivoai.server.gateway.runner import BindError, RunningServer, start_background
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.lifecycle import init_server
+from ivoai.server.runtime.runner import BindError, RunningServer, start_background
 
 DEFAULT_QUERY = "what does this project do and how do I run it"
 GIT_TIMEOUT_SECONDS = 15.0
@@ -180,7 +181,7 @@ def run_quickstart(
     root, type_ = resolve_source(path)
     init_server(data_root)
     data = ServerDataDir(data_root).ensure()
-    svc = ContextService.open(data, embedder=embedder)
+    svc = ContextService.open(data, load_config(data).context, embedder=embedder)
     try:
         name = ensure_connector(svc, root, type_)
         announce(f"indexing {root} as connector {name!r} ({type_}): searchable by words first, then embedded")

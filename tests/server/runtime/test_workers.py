@@ -19,19 +19,25 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
+import anyio
 import httpx2
 import pytest
 
+from ivoai.server.app import GatewayApp
 from ivoai.server.auth.enrollment import EnrollmentStore
+from ivoai.server.auth.oauth_store import OAuthStore
+from ivoai.server.config import load_config, update_config
 from ivoai.server.context.service import ContextService
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.lifecycle import init_server
-from ivoai.server.gateway.runstate import read_run_state
-from ivoai.server.gateway.settings import update_config
+from ivoai.server.runtime.lifecycle import init_server
+from ivoai.server.runtime.runstate import read_run_state
 from tests.conftest import REPO_ROOT, CliRunner
+from tests.server.auth.oauth_client import INIT, MCP_HEADERS, full_flow
 from tests.server.backup.support import DOCS
+from tests.server.gateway.support import mcp_session
 
 KEY = "standin-key-0123456789abcdef"
 MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -100,6 +106,24 @@ def _call(
     return result
 
 
+async def _web_mcp_session(base: str, data: ServerDataDir) -> tuple[str | None, list[bool]]:
+    """OAuth through the workers, then `/mcp` with the MCP SDK client on a new connection per request
+    (the kernel spreads them over both workers): the initialize answer's session ID, and whether
+    each of six tool calls failed."""
+    issuer = SimpleNamespace(
+        oauth=OAuthStore(data.root, data.oauth), settings=SimpleNamespace(mcp_resource_url=base + "/mcp")
+    )
+    no_reuse = httpx2.Limits(max_keepalive_connections=0)
+    async with httpx2.AsyncClient(base_url=base, timeout=60, limits=no_reuse) as http:
+        _, tokens = await full_flow(cast(GatewayApp, issuer), http)
+        http.headers["Authorization"] = f"Bearer {tokens['access_token']}"
+        init = await http.post("/mcp", json=INIT, headers=MCP_HEADERS)
+        assert init.status_code == 200, init.text
+        async with mcp_session(base + "/mcp", http) as session:
+            errors = [(await session.call_tool("memory_status", {})).is_error for _ in range(6)]
+    return init.headers.get("mcp-session-id"), errors
+
+
 def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_load(
     backends: str, tmp_path: Path
 ) -> None:
@@ -112,7 +136,7 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
     # plain HTTP even on loopback (the seed's own services layout); the warning is not under test.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Api key is used with an insecure connection", UserWarning)
-        with ContextService.open(data) as ctx:
+        with ContextService.open(data, load_config(data).context) as ctx:
             ctx.add_connector("docs", "filesystem", str(corpus))
             assert ctx.ingest().status == "ok"
 
@@ -246,6 +270,10 @@ def test_two_workers_share_enrollment_memory_oauth_and_the_qdrant_index_under_lo
                 "pages"
             ]
         assert pages == 8 * 6 + 1
+
+        # Web MCP: stateless with two workers (no session ID), so a session works on either worker
+        session_id, errors = anyio.run(_web_mcp_session, base, data)
+        assert session_id is None and errors == [False] * 6
     finally:
         gateway.send_signal(signal.SIGTERM)
         try:

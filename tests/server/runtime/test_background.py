@@ -14,11 +14,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ivoai.server.context.embeddings import BuiltinEmbedder, builtin_embedder
 from ivoai.server.context.service import ContextService
-from ivoai.server.gateway.background import BackgroundWork
-from ivoai.server.gateway.runner import RunningServer, start_background
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
 from ivoai.server.memory.service import MemoryService
+from ivoai.server.runtime.background import BackgroundWork
+from ivoai.server.runtime.runner import RunningServer, start_background
 from tests.server.context.conftest import write_tree
 from tests.server.gateway.support import data_dir, enroll, mcp_session
 
@@ -53,7 +54,7 @@ class GatedEmbedder:
 def _serve(tmp_path: Path, embedder: object) -> tuple[RunningServer, ContextService]:
     data = data_dir(tmp_path)
     root = write_tree(tmp_path / "docs", DOCS)
-    svc = ContextService.open(data, embedder=embedder)  # type: ignore[arg-type]
+    svc = ContextService.open(data, ContextSettings(), embedder=embedder)  # type: ignore[arg-type]
     svc.add_connector("docs", "filesystem", str(root))
     svc.ingest(embed=False)
     hub = ServiceHub(data, context=svc, embedder=svc.embedder, close_given=True)

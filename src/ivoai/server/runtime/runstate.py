@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from ivoai.common.fsio import atomic_write, read_private_file_or_none
+from ivoai.common.procid import is_alive
 from ivoai.server.datadir import ServerDataDir
 
 RUN_FILE = "gateway.json"
@@ -40,16 +41,6 @@ def clear_run_state(data_dir: ServerDataDir) -> None:
             os.unlink(data_dir.run / RUN_FILE)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_run_state(data_dir: ServerDataDir) -> RunState | None:
     """The recorded gateway if its process is still alive, else None."""
     raw = read_private_file_or_none(data_dir.root, data_dir.run / RUN_FILE, 64 * 1024)
@@ -59,4 +50,4 @@ def read_run_state(data_dir: ServerDataDir) -> RunState | None:
         state = RunState.model_validate(json.loads(raw))
     except (ValueError, PydanticValidationError):
         return None
-    return state if _alive(state.pid) else None
+    return state if is_alive(state.pid, "") else None

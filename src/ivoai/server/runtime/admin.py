@@ -7,11 +7,11 @@ here and render the answer exactly as they would their own.
 Access control is the file system, not a credential: the socket is created 0600 inside `DIR/run`
 (0700), so only the data directory's owner (and root) can connect, and each connection's peer is
 checked with SO_PEERCRED (same user or root) before a byte is read. Nothing is reachable over the
-network: the socket is a separate uvicorn server on its own thread, without the public routes, and
-the public listener has no admin route that changes anything. Decision (issue 13 item 1): a Unix
-socket instead of a loopback route with a token file, because it needs no secret at all, works
-whatever the public listener is (TLS, a non-loopback address, a proxy in front), and cannot be
-reached through a reverse proxy by mistake.
+network: the socket is a separate uvicorn server on its own thread (`serving.ServerThread`), without
+the public routes, and the public listener has no admin route that changes anything. Decision
+(issue 13 item 1): a Unix socket instead of a loopback route with a token file, because it needs no
+secret at all, works whatever the public listener is (TLS, a non-loopback address, a proxy in
+front), and cannot be reached through a reverse proxy by mistake.
 
 Routes (JSON; errors are `{"error": code, "message": ..., "exit_code": n}`):
     GET  /v1/context/status                 health + connector list (as `context status --json`)
@@ -51,16 +51,18 @@ from ivoai.common.limits import ADMIN_SOCKET_BODY_MAX_BYTES, SEARCH_MAX_RESULTS
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.http_api import read_json
 from ivoai.server.gateway.services import ServiceHub
+from ivoai.server.runtime.serving import ServerDidNotStart, ServerThread
 
 if TYPE_CHECKING:
     from ivoai.server.context.ingest import IngestProgress
-    from ivoai.server.gateway.background import BackgroundWork
+    from ivoai.server.runtime.background import BackgroundWork
 
 log = logging.getLogger("ivoai.gateway")
 
 ADMIN_SOCKET = "admin.sock"
 SUN_PATH_MAX = 100  # AF_UNIX paths are limited to 107 bytes; longer ones are reached via /proc/self/fd
 JOBS_KEPT = 16  # finished ingest jobs remembered for their callers
+ADMIN_SOCKET_START_SECONDS = 60.0  # generous: a loaded 2-core CI machine (as the gateway's own start)
 STATUS_FOR_CODE = {
     "connector_not_found": 404,
     "document_not_found": 404,
@@ -128,9 +130,7 @@ class AdminSocket:
         self.background = background
         self.jobs: dict[str, IngestJob] = {}
         self._jobs_lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
+        self._serving: ServerThread | None = None
 
     # ----------------------------------------------------------------------------------- serving
     def start(self) -> bool:
@@ -156,28 +156,26 @@ class AdminSocket:
             server_header=False,
             date_header=False,
         )
-        self._server = uvicorn.Server(config)
-        self._sock = sock
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="ivoai-admin-socket", daemon=True
-        )
-        self._thread.start()
-        ready = threading.Event()
-        while not self._server.started and self._thread.is_alive():
-            ready.wait(0.005)
-        return self._server.started
+        try:
+            self._serving = ServerThread.start(
+                config, sock, name="ivoai-admin-socket", timeout=ADMIN_SOCKET_START_SECONDS
+            )
+        except ServerDidNotStart:
+            log.warning("the admin socket of %s did not start", self.data.root)
+            self._unlink()
+            return False
+        return True
 
     def stop(self) -> None:
         """Stop serving and remove the socket file."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._sock is not None:
-            self._sock.close()
-            with short_path(self.data) as path, contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        self._server = self._thread = self._sock = None
+        if self._serving is not None:
+            self._serving.stop(10.0)
+            self._serving = None
+            self._unlink()
+
+    def _unlink(self) -> None:
+        with short_path(self.data) as path, contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
     # ------------------------------------------------------------------------------------ routes
     def app(self) -> Starlette:

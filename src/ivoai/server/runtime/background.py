@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ivoai.server.context.embed_worker import EmbedWorkerProcess
     from ivoai.server.context.embeddings import Embedder
     from ivoai.server.context.service import ContextService
-    from ivoai.server.gateway.admin import AdminSocket
+    from ivoai.server.runtime.admin import AdminSocket
 
 log = logging.getLogger("ivoai.gateway")
 
@@ -165,7 +165,7 @@ def start_local_admin(
     """Start the background work and the admin socket of a serving gateway (None: not asked for)."""
     if work is None:
         return None
-    from ivoai.server.gateway.admin import AdminSocket
+    from ivoai.server.runtime.admin import AdminSocket
 
     work.start()
     admin = AdminSocket(data, hub, work)

@@ -24,7 +24,7 @@ from ivoai.server.context.embeddings import Embedder
 from ivoai.server.context.ingest import IngestProgress
 from ivoai.server.context.models import ConnectorInfo, Coverage, HealthResponse, IngestReport, SearchResponse
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.admin import short_path, socket_path
+from ivoai.server.runtime.admin import short_path, socket_path
 
 ProgressFn = Callable[[IngestProgress], None]
 POLL_SECONDS = 0.5  # how often the CLI asks a gateway about an ingest it started
@@ -57,9 +57,10 @@ class LocalOps:
     via_gateway = False
 
     def __init__(self, data: ServerDataDir) -> None:
+        from ivoai.server.config import load_config
         from ivoai.server.context.service import ContextService
 
-        self.svc = ContextService.open(data)
+        self.svc = ContextService.open(data, load_config(data).context)
 
     def search(
         self, query: str, *, limit: int, connector: str | None, path_prefix: str | None
@@ -295,7 +296,7 @@ class GatewayOps:
 
 def gateway_ops(data: ServerDataDir) -> GatewayOps | None:
     """Operations through the gateway serving `data`, or None when none runs (or its socket is gone)."""
-    from ivoai.server.gateway.runstate import read_run_state
+    from ivoai.server.runtime.runstate import read_run_state
 
     if read_run_state(data) is None or not Path(socket_path(data)).exists():
         return None
@@ -345,13 +346,13 @@ def interrupted_message(ops: ContextOps) -> str:
 def cli_memory_embedder(data: ServerDataDir) -> Embedder | None:
     """The embedder a memory command should write with: None while a gateway serves `data` (its
     background work embeds new pages at low priority), else the configured context embedder."""
+    from ivoai.server.config import load_config
     from ivoai.server.context.embeddings import make_embedder
-    from ivoai.server.context.settings import load_settings
-    from ivoai.server.gateway.runstate import read_run_state
+    from ivoai.server.runtime.runstate import read_run_state
 
     if read_run_state(data) is not None:
         return None
-    return make_embedder(load_settings(data), data)
+    return make_embedder(load_config(data).context, data)
 
 
 def wake_gateway(data: ServerDataDir) -> bool:

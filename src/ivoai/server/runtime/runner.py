@@ -17,9 +17,8 @@ import contextlib
 import logging
 import signal
 import socket
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -33,11 +32,13 @@ from ivoai.common.limits import (
 )
 from ivoai.common.redact import redact
 from ivoai.server.app import GatewayApp, create_app
+from ivoai.server.config import ServerConfig
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.gateway.http11 import StrictFramingH11
-from ivoai.server.gateway.runstate import clear_run_state, write_run_state
 from ivoai.server.gateway.services import ServiceHub
 from ivoai.server.gateway.settings import GatewaySettings
+from ivoai.server.runtime.runstate import clear_run_state, write_run_state
+from ivoai.server.runtime.serving import ServerThread
 
 GRACEFUL_SHUTDOWN_SECONDS = 10.0  # open SSE streams are cut after this on Ctrl-C
 STARTUP_TIMEOUT_SECONDS = 60.0  # generous: a loaded 2-core CI machine
@@ -158,7 +159,7 @@ def install_log_redaction() -> None:
 
 
 def serve_forever(
-    data: ServerDataDir, settings: GatewaySettings, *, announce: Callable[[str], None], workers: int = 1
+    data: ServerDataDir, config: ServerConfig, *, announce: Callable[[str], None], workers: int = 1
 ) -> None:
     """Bind, build, serve until SIGINT/SIGTERM; record the run in `run/gateway.json` meanwhile.
 
@@ -175,23 +176,23 @@ def serve_forever(
 
     announce = logged
 
-    sock = bind(settings.listen_host, settings.listen_port)
+    sock = bind(config.gateway.listen_host, config.gateway.listen_port)
     port = sock.getsockname()[1]
-    settings = settings.with_port(port)
+    settings = config.gateway.with_port(port)
     if workers > 1:
-        from ivoai.server.gateway.workers import serve_workers
+        from ivoai.server.runtime.workers import serve_workers
 
         listen = f"{settings.listen_host}:{port}"
         write_run_state(data, listen=listen, base_url=settings.base_url, workers=workers)
         announce(f"ivoai server listening on {settings.listen_host}:{port}; public URL {settings.base_url}")
         try:
-            serve_workers(data, settings, sock, workers, announce=announce)
+            serve_workers(data, replace(config, gateway=settings), sock, workers, announce=announce)
             announce("ivoai server stopped")
         finally:
             clear_run_state(data)
             sock.close()
         return
-    app = create_app(data, settings, reingest=True)
+    app = create_app(data, settings, context=config.context, reingest=True)
     install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))
     write_run_state(data, listen=f"{settings.listen_host}:{port}", base_url=settings.base_url)
@@ -224,19 +225,19 @@ class RunningServer:
     """A gateway serving from a background thread (tests, quickstart, benchmarks)."""
 
     app: GatewayApp
-    server: uvicorn.Server
-    thread: threading.Thread
-    sock: socket.socket
+    serving: ServerThread
 
     @property
     def url(self) -> str:
         return self.app.settings.base_url
 
+    @property
+    def server(self) -> uvicorn.Server:
+        return self.serving.server
+
     def stop(self) -> None:
         """Ask uvicorn to exit and wait for the thread."""
-        self.server.should_exit = True
-        self.thread.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
-        self.sock.close()
+        self.serving.stop(GRACEFUL_SHUTDOWN_SECONDS + 5)
 
 
 def start_background(
@@ -255,7 +256,7 @@ def start_background(
 
     Raises:
         BindError: the address could not be bound.
-        RuntimeError: the server did not start within the startup timeout.
+        ServerDidNotStart: the server did not start within the startup timeout (a RuntimeError).
     """
     sock = bind(settings.listen_host, settings.listen_port)
     settings = settings.with_port(sock.getsockname()[1])
@@ -265,22 +266,8 @@ def start_background(
         else create_app(data, settings, hub=hub, reingest=reingest, background=background)
     )
     config = uvicorn_config(app, header_timeout=header_timeout)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="ivoai-gateway", daemon=True
-    )
-    thread.start()
-    deadline = threading.Event()
-    for _ in range(int(STARTUP_TIMEOUT_SECONDS * 100)):
-        if server.started or not thread.is_alive():
-            break
-        deadline.wait(0.01)
-    if not server.started:
-        server.should_exit = True
-        thread.join(timeout=5)
-        sock.close()
-        raise RuntimeError("the gateway did not start")
-    return RunningServer(app=app, server=server, thread=thread, sock=sock)
+    serving = ServerThread.start(config, sock, name="ivoai-gateway", timeout=STARTUP_TIMEOUT_SECONDS)
+    return RunningServer(app=app, serving=serving)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,9 @@ What the workers share is already multi-process safe: the memory database and th
 are SQLite in WAL mode (per-process connections, `BEGIN IMMEDIATE` writers, busy timeouts), and
 enrollment and OAuth state are mutated under an exclusive `flock` with atomic replacement. The one
 thing that is not shareable is a Qdrant Edge shard (one process holds its lock), so N > 1 requires
-services mode (`[context] index = "qdrant"`, a Qdrant server).
+services mode (`[context] index = "qdrant"`, a Qdrant server). The Web MCP endpoint `/mcp` keeps
+no sessions with N > 1 (`create_app(web_mcp_stateless=True)`): a session lives in the process that
+opened it, and a client's next request may be accepted by another worker.
 
 SIGINT/SIGTERM to the parent: it sends SIGTERM to every worker (uvicorn's graceful shutdown), waits
 `GRACEFUL_SHUTDOWN_SECONDS` + 5 s, kills what is left, removes the run file and returns. A worker
@@ -33,8 +35,9 @@ from pathlib import Path
 
 from ivoai.common.errors import IvoaiError, ValidationError
 from ivoai.common.limits import GATEWAY_MAX_WORKERS
+from ivoai.server.config import ServerConfig
+from ivoai.server.context.settings import ContextSettings
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.settings import GatewaySettings
 
 log = logging.getLogger("ivoai.gateway")
 RESTARTS_PER_MINUTE = 10
@@ -46,7 +49,7 @@ class WorkersFailed(IvoaiError):
     code = "workers_failed"
 
 
-def check_workers(data: ServerDataDir, workers: int) -> None:
+def check_workers(context: ContextSettings, workers: int) -> None:
     """Refuse a worker count this data directory cannot serve.
 
     Raises:
@@ -56,9 +59,7 @@ def check_workers(data: ServerDataDir, workers: int) -> None:
         raise ValidationError(f"--workers must be 1..{GATEWAY_MAX_WORKERS}, got {workers}")
     if workers == 1:
         return
-    from ivoai.server.context.settings import load_settings
-
-    if load_settings(data).index != "qdrant":
+    if context.index != "qdrant":
         raise ValidationError(
             f"--workers {workers} needs services mode: the embedded index (Qdrant Edge) opens its shard in "
             "one process. Switch with `ivoai server init --mode services` (TEI + a Qdrant server) or "
@@ -66,18 +67,23 @@ def check_workers(data: ServerDataDir, workers: int) -> None:
         )
 
 
-def _worker(root: str, settings: GatewaySettings, sock: socket.socket, reingest: bool) -> None:
-    """One worker process: build the app and serve on the inherited socket until SIGTERM."""
+def _worker(
+    root: str, config: ServerConfig, sock: socket.socket, reingest: bool, web_stateless: bool
+) -> None:
+    """One worker process: build the app (`/mcp` stateless when there are several workers) and serve
+    on the inherited socket until SIGTERM."""
     import uvicorn
 
     from ivoai.server.app import create_app
-    from ivoai.server.gateway.runner import install_log_redaction, uvicorn_config
     from ivoai.server.logs import attach_log_file
+    from ivoai.server.runtime.runner import install_log_redaction, uvicorn_config
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     data = ServerDataDir(Path(root))
     attach_log_file(data)
-    app = create_app(data, settings, reingest=reingest)
+    app = create_app(
+        data, config.gateway, context=config.context, reingest=reingest, web_mcp_stateless=web_stateless
+    )
     install_log_redaction()
     server = uvicorn.Server(uvicorn_config(app))
     server.run(sockets=[sock])
@@ -85,7 +91,7 @@ def _worker(root: str, settings: GatewaySettings, sock: socket.socket, reingest:
 
 def serve_workers(
     data: ServerDataDir,
-    settings: GatewaySettings,
+    config: ServerConfig,
     sock: socket.socket,
     workers: int,
     *,
@@ -106,7 +112,7 @@ def serve_workers(
     def spawn(index: int) -> None:
         p = ctx.Process(
             target=_worker,
-            args=(str(data.root), settings, sock, index == 0),
+            args=(str(data.root), config, sock, index == 0, workers > 1),
             name=f"ivoai-gateway-worker-{index}",
             daemon=False,
         )
@@ -143,7 +149,7 @@ def serve_workers(
 
 
 def _stop_all(procs: list[BaseProcess]) -> None:
-    from ivoai.server.gateway.runner import GRACEFUL_SHUTDOWN_SECONDS
+    from ivoai.server.runtime.runner import GRACEFUL_SHUTDOWN_SECONDS
 
     for p in procs:
         if p.is_alive() and p.pid is not None:

@@ -8,16 +8,16 @@ import httpx2
 
 from ivoai.server.auth.enrollment import EnrollmentStore
 from ivoai.server.auth.oauth_store import OAuthStore
+from ivoai.server.config import load_config
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.runstate import read_run_state
-from ivoai.server.gateway.settings import load_settings
+from ivoai.server.runtime.runstate import read_run_state
 
 PROBE_TIMEOUT_SECONDS = 3.0  # a local gateway answers /health in milliseconds
 
 
 def server_status(data_dir: ServerDataDir) -> dict[str, Any]:
     """A JSON-ready summary of one server data directory (secret-free)."""
-    settings = load_settings(data_dir)
+    settings = load_config(data_dir).gateway
     enrollment = EnrollmentStore(data_dir.root, data_dir.enrollment)
     oauth = OAuthStore(data_dir.root, data_dir.oauth)
     codes = enrollment.list_codes()

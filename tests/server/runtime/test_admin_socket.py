@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ivoai.server.datadir import ServerDataDir
-from ivoai.server.gateway.admin import socket_path
-from ivoai.server.gateway.runstate import read_run_state
+from ivoai.server.runtime.admin import socket_path
+from ivoai.server.runtime.runstate import read_run_state
 from tests.conftest import CliRunner
 from tests.server.context.conftest import write_tree
 
