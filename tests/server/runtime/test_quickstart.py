@@ -122,3 +122,37 @@ def test_quickstart_keeps_serving_until_interrupted(cli: CliRunner, tiny_repo: P
     assert proc.returncode == 0, err
     assert "README.md" in out and "next steps:" in out
     assert "ivoai server stopped" in err
+
+
+class _CoverageSequence:
+    """Stands in for ContextService.coverage() only: the watch's lines depend on nothing else, and a
+    real service cannot be held at chosen coverage figures without racing its embedding worker."""
+
+    def __init__(self, *figures: tuple[int, int, int, int]) -> None:
+        from ivoai.server.context.models import Coverage
+
+        self.items = [
+            Coverage(
+                embedded_chunks=e, total_chunks=t, pending_chunks=p, lexical_only_chunks=lex,
+                estimated_seconds_left=None, embedding="running" if p else "complete",
+            )
+            for e, t, p, lex in figures
+        ]  # fmt: skip
+
+    def coverage(self) -> object:
+        return self.items.pop(0) if len(self.items) > 1 else self.items[0]
+
+
+def test_embedding_progress_counts_only_chunks_that_get_vectors_and_repeats_no_line() -> None:
+    from typing import cast
+
+    from ivoai.server.context.service import ContextService
+    from ivoai.server.runtime.quickstart import EmbeddingWatch
+
+    # (embedded, total, pending, lexical-only): 100 of 600 chunks are a lockfile, never embedded.
+    svc = _CoverageSequence((0, 600, 500, 100), (16, 600, 484, 100), (16, 600, 484, 100), (500, 600, 0, 100))
+    watch = EmbeddingWatch(cast(ContextService, svc))
+    assert watch.poll() == "embedding in the background: 16/500 chunks"
+    assert watch.poll() is None  # no progress since the last line: nothing printed
+    assert watch.poll() == "all 500 chunks are embedded: search is fully hybrid now"
+    assert watch.poll() is None

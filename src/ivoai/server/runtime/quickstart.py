@@ -259,12 +259,14 @@ def run_quickstart(
 
 
 class EmbeddingWatch:
-    """Lines for the serving quickstart about background embedding: progress now and then, and
-    one line when every chunk is embedded."""
+    """Lines for the serving quickstart about background embedding: progress now and then (only when
+    it changed), and one line when every chunk is embedded. Progress counts the chunks that get a
+    vector: lexical-only ones (lockfiles, generated, minified text) are never embedded."""
 
     def __init__(self, svc: ContextService) -> None:
         self.svc = svc
         self.finished = svc.coverage().pending_chunks == 0
+        self.last: str | None = None
 
     def poll(self) -> str | None:
         """A line to print now, or None."""
@@ -279,4 +281,9 @@ class EmbeddingWatch:
             return f"all {cov.embedded_chunks} chunks are embedded: search is fully hybrid now"
         eta = cov.estimated_seconds_left
         left = f", about {int(eta // 60)}m{int(eta % 60):02d}s left" if eta is not None else ""
-        return f"embedding in the background: {cov.embedded_chunks}/{cov.total_chunks} chunks{left}"
+        to_embed = cov.total_chunks - cov.lexical_only_chunks
+        progress = f"embedding in the background: {cov.embedded_chunks}/{to_embed} chunks"
+        if progress == self.last:
+            return None
+        self.last = progress
+        return progress + left
