@@ -832,7 +832,7 @@ def check_schemas(manifest: Manifest) -> None:
     from ivoai.server.context.catalog import MIGRATIONS as CATALOG_MIGRATIONS
     from ivoai.server.memory._schema import LATEST
 
-    limits = {"memory": LATEST.version, "context_catalog": len(CATALOG_MIGRATIONS)}
+    limits = {"memory": LATEST.version, "context_catalog": CATALOG_MIGRATIONS.latest.version}
     for key, latest in limits.items():
         value = manifest.schema_versions.get(key)
         if isinstance(value, int) and value > latest:
