@@ -15,14 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import (
-    MEMORY_BODY_MAX_BYTES,
     MEMORY_EMBED_MAX_CHARS,
-    MEMORY_FEEDBACK_NOTE_MAX_CHARS,
-    MEMORY_HOOK_BATCH_MAX_EVENTS,
     MEMORY_HOOK_EVENT_MAX_BYTES,
-    MEMORY_QUERY_MAX_CHARS,
-    MEMORY_QUERY_MAX_RESULTS,
-    MEMORY_RECENT_MAX_RESULTS,
     MEMORY_SESSION_HISTORY_MAX_VERSIONS,
     MEMORY_SESSION_MAX_EVENTS,
     MEMORY_TITLE_MAX_CHARS,
@@ -36,13 +30,20 @@ from ivoai.server.memory._names import (
     DEFAULT_PROJECT,
     DEFAULT_WORKSPACE,
     GLOBAL_PROJECT,
-    normalize_path,
     validate_project,
     validate_workspace,
 )
 from ivoai.server.memory._vectors import VectorCache
+from ivoai.server.memory.arguments import (
+    DeleteArgs,
+    FeedbackArgs,
+    HookBatchArgs,
+    QueryArgs,
+    ReadArgs,
+    RecentArgs,
+    WriteArgs,
+)
 from ivoai.server.memory.errors import (
-    MemoryConfirmError,
     MemoryTooLargeError,
     MemoryValidationError,
 )
@@ -70,27 +71,6 @@ if TYPE_CHECKING:
     from ivoai.server.memory.models import Page, StatusResult
 
 CLOCK_SKEW_ALLOWED_SECONDS = 300.0  # a hook event stamped further ahead than this gets the server's time
-
-
-def _check_limit(limit: int, maximum: int) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
-        raise MemoryValidationError(f"limit must be an integer from 1 to {maximum}, got {limit!r}")
-    return limit
-
-
-def _check_body(body: str) -> str:
-    if not isinstance(body, str):
-        raise MemoryValidationError("body must be a string")
-    size = len(body.encode("utf-8", "surrogatepass"))
-    if size > MEMORY_BODY_MAX_BYTES:
-        raise MemoryTooLargeError(f"body is {size} bytes; the limit is {MEMORY_BODY_MAX_BYTES} bytes (1 MiB)")
-    if "\x00" in body:
-        raise MemoryValidationError("body must not contain NUL characters")
-    try:
-        body.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MemoryValidationError("body is not valid Unicode (lone surrogate)") from None
-    return body
 
 
 class MemoryService:
@@ -150,14 +130,8 @@ class MemoryService:
         FTS5 syntax in `text` is treated as plain words. Raises MemoryValidationError on bad names
         or limit, MemoryTooLargeError on an over-long query.
         """
-        ws, pj = validate_workspace(workspace), validate_project(project)
-        _check_limit(limit, MEMORY_QUERY_MAX_RESULTS)
-        if not isinstance(text, str):
-            raise MemoryValidationError("text must be a string")
-        if len(text) > MEMORY_QUERY_MAX_CHARS:
-            raise MemoryTooLargeError(
-                f"query is {len(text)} characters; the limit is {MEMORY_QUERY_MAX_CHARS}"
-            )
+        args = QueryArgs(workspace=workspace, project=project, limit=limit, text=text)
+        ws, pj = args.workspace, args.project
         projects = [pj] if pj == GLOBAL_PROJECT or not include_global else [pj, GLOBAL_PROJECT]
         expression = _ranking.fts_match_expression(text)
         candidates = min(400, max(50, limit * 4))
@@ -194,10 +168,9 @@ class MemoryService:
         self, workspace: str = DEFAULT_WORKSPACE, project: str = DEFAULT_PROJECT, limit: int = 20
     ) -> RecentResult:
         """The most recently updated live, unexpired pages of one scope, without bodies."""
-        ws, pj = validate_workspace(workspace), validate_project(project)
-        _check_limit(limit, MEMORY_RECENT_MAX_RESULTS)
-        pages = repo.recent(self._db.get(), ws, pj, limit, time.time())
-        return RecentResult(workspace=ws, project=pj, pages=pages)
+        args = RecentArgs(workspace=workspace, project=project, limit=limit)
+        pages = repo.recent(self._db.get(), args.workspace, args.project, args.limit, time.time())
+        return RecentResult(workspace=args.workspace, project=args.project, pages=pages)
 
     @guard
     def memory_read_page(
@@ -208,11 +181,9 @@ class MemoryService:
         Raises:
             MemoryNotFoundError: no such page, it was deleted, or no such version.
         """
-        ws, pj, p = validate_workspace(workspace), validate_project(project), normalize_path(path)
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-            raise MemoryValidationError(f"version must be a positive integer, got {version!r}")
+        args = ReadArgs(workspace=workspace, project=project, path=path, version=version)
         with self._db.read() as conn:
-            return repo.read_page(conn, ws, pj, p, version, time.time())
+            return repo.read_page(conn, args.workspace, args.project, args.path, args.version, time.time())
 
     @guard
     def memory_write_page(
@@ -233,17 +204,17 @@ class MemoryService:
             MemoryConflictError: `expected_version` is not the current version.
             MemoryValidationError, MemoryTooLargeError: bad names, path, body or frontmatter.
         """
-        ws, pj, p = validate_workspace(workspace), validate_project(project), normalize_path(path)
-        _check_body(body)
-        fm = None if frontmatter is None else parse_model(Frontmatter, frontmatter, what="frontmatter")
-        if expected_version is not None and (
-            isinstance(expected_version, bool)
-            or not isinstance(expected_version, int)
-            or expected_version < 0
-        ):
-            raise MemoryValidationError(
-                f"expected_version must be a non-negative integer, got {expected_version!r}"
-            )
+        args = WriteArgs.model_validate(
+            {
+                "workspace": workspace,
+                "project": project,
+                "path": path,
+                "body": body,
+                "frontmatter": frontmatter,
+                "expected_version": expected_version,
+            }
+        )
+        ws, pj, p, fm = args.workspace, args.project, args.path, args.frontmatter
         found = set(find_secrets(body))
         if found:  # redact() changes nothing when no pattern matched; skip its second pass
             body = redact(body)
@@ -254,7 +225,13 @@ class MemoryService:
         model = self._embedder.name if self._embedder is not None else None
         with self._db.write() as conn:
             version, created = repo.write_version(
-                conn, (ws, pj, p), body, fm, lambda: _derive_title(body, p), expected_version, time.time()
+                conn,
+                (ws, pj, p),
+                body,
+                fm,
+                lambda: _derive_title(body, p),
+                args.expected_version,
+                time.time(),
             )
             repo.store_vector(conn, (ws, pj, p), version, model, vector)
         return WriteResult(
@@ -276,20 +253,12 @@ class MemoryService:
         Raises:
             MemoryNotFoundError: no live page at that path.
         """
-        ws, pj, p = validate_workspace(workspace), validate_project(project), normalize_path(path)
-        if not isinstance(useful, bool):
-            raise MemoryValidationError("useful must be true or false")
-        if note is not None:
-            if not isinstance(note, str):
-                raise MemoryValidationError("note must be a string")
-            if len(note) > MEMORY_FEEDBACK_NOTE_MAX_CHARS:
-                raise MemoryTooLargeError(
-                    f"note is {len(note)} characters; the limit is {MEMORY_FEEDBACK_NOTE_MAX_CHARS}"
-                )
-            note = redact(note.replace("\x00", ""))
+        args = FeedbackArgs(workspace=workspace, project=project, path=path, useful=useful, note=note)
+        ws, pj, p = args.workspace, args.project, args.path
+        clean = None if args.note is None else redact(args.note.replace("\x00", ""))
         with self._db.write() as conn:
             head = repo.live_head(conn, ws, pj, p)
-            useful_count, not_useful_count = repo.add_feedback(conn, head, useful, note, time.time())
+            useful_count, not_useful_count = repo.add_feedback(conn, head, args.useful, clean, time.time())
         return FeedbackResult(
             workspace=ws,
             project=pj,
@@ -307,9 +276,8 @@ class MemoryService:
             MemoryConfirmError: `confirm` differs from the normalized path.
             MemoryNotFoundError: no live page at that path.
         """
-        ws, pj, p = validate_workspace(workspace), validate_project(project), normalize_path(path)
-        if not isinstance(confirm, str) or confirm != p:
-            raise MemoryConfirmError(f"confirm must equal the normalized path {p!r}")
+        args = DeleteArgs(workspace=workspace, project=project, path=path, confirm=confirm)
+        ws, pj, p = args.workspace, args.project, args.path
         now = time.time()
         with self._db.write() as conn:
             head = repo.live_head(conn, ws, pj, p)
@@ -348,19 +316,7 @@ class MemoryService:
         Raises:
             MemoryValidationError: the batch itself is empty, too long or not a list.
         """
-        if isinstance(events, HookBatch):
-            raw: Sequence[Any] = events.events
-        elif isinstance(events, Mapping):
-            raw = events.get("events")  # type: ignore[assignment]
-        else:
-            raw = events
-        if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
-            raise MemoryValidationError("hook batch field 'events' must be a list")
-        if not 1 <= len(raw) <= MEMORY_HOOK_BATCH_MAX_EVENTS:
-            raise MemoryValidationError(
-                f"hook batch field 'events' has {len(raw)} events; "
-                f"it must have 1 to {MEMORY_HOOK_BATCH_MAX_EVENTS}"
-            )
+        raw = HookBatchArgs.model_validate({"events": events}).events
         parsed: list[HookEvent | IvoaiError] = []
         keys: list[str] = []
         for item in raw:
