@@ -16,14 +16,9 @@ FORMAT_NAME: Literal["ivoai-server-backup"] = "ivoai-server-backup"
 MANIFEST_NAME = "manifest.json"
 CONFIG_MEMBER = "config.toml"
 ARCHIVED_ROOTS = ("context", "memory")  # directories of the data dir that are archived whole
-EXCLUDED = ("secrets/", "enrollment/", "oauth/", "index/", "run/", "backups/")
 ARCHIVE_PREFIX = "ivoai-backup-"
 ARCHIVE_SUFFIX = ".tar"
 BACKUP_LOCK = "backup.lock"  # in DATA/run: one backup or restore at a time per data dir
-STAGING_PREFIX = ".ivoai-backup-staging-"
-SQLITE_MAGIC = b"SQLite format 3\x00"
-SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
-SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 
 Kind = Literal["config", "sqlite", "file"]
 
@@ -76,6 +71,26 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class ProgressCounter:
+    """Bytes done so far in one `phase` of `total`, reported to `progress` (if any) after each block."""
+
+    phase: str
+    total: int
+    progress: ProgressFn | None
+    done: int = 0
+
+    def on_bytes(self, path: str) -> Callable[[int], None]:
+        """A callback counting the bytes of `path` as they pass."""
+
+        def advance(k: int) -> None:
+            self.done += k
+            if self.progress is not None:
+                self.progress(Progress(self.phase, path, self.done, self.total))
+
+        return advance
 
 
 @dataclass(frozen=True)

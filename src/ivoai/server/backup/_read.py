@@ -39,7 +39,7 @@ from ivoai.server.backup._format import (
     ArchiveError,
     Manifest,
     ManifestFile,
-    Progress,
+    ProgressCounter,
     ProgressFn,
 )
 
@@ -301,17 +301,9 @@ def verify_archive(path: Path, *, progress: ProgressFn | None = None) -> dict[st
     """
     arch = open_archive(path)
     try:
-        total = sum(f.size for f in arch.manifest.files)
-        done = 0
-
-        def advance(k: int) -> None:
-            nonlocal done
-            done += k
-            if progress is not None:
-                progress(Progress("verify", str(path), done, total))
-
+        counter = ProgressCounter("verify", sum(f.size for f in arch.manifest.files), progress)
         for entry, stream in arch.iter_data():
-            copy_member(stream, entry, None, advance)
+            copy_member(stream, entry, None, counter.on_bytes(str(path)))
         return summary(arch, ok=True)
     finally:
         arch.close()

@@ -47,23 +47,25 @@ from ivoai.server.backup._format import (
     ARCHIVED_ROOTS,
     BACKUP_LOCK,
     CONFIG_MEMBER,
-    EXCLUDED,
     FORMAT_NAME,
     MANIFEST_NAME,
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    SQLITE_MAGIC,
-    SQLITE_SIDECARS,
-    STAGING_PREFIX,
     BackupError,
     BackupResult,
     Kind,
     Manifest,
     ManifestFile,
     Progress,
+    ProgressCounter,
     ProgressFn,
     default_backup_dir,
 )
 from ivoai.server.datadir import ServerDataDir
+
+EXCLUDED = ("secrets/", "enrollment/", "oauth/", "index/", "run/", "backups/")  # never archived
+STAGING_PREFIX = ".ivoai-backup-staging-"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 
 
 # ------------------------------------------------------------------------------------------ sources
@@ -316,7 +318,7 @@ def _write_archive(
             fd,
             prepared,
             int(clock()),
-            _Counter(total, progress),
+            ProgressCounter("archive", total, progress),
             lambda files: _manifest(data, files, facts, config_redacted, clock),
         )
         size_total = os.fstat(fd).st_size
@@ -374,25 +376,11 @@ def _prepare(
     return prepared, facts, config_redacted
 
 
-@dataclass
-class _Counter:
-    """Bytes archived so far, reported as `archive` progress."""
-
-    total: int
-    progress: ProgressFn | None
-    done: int = 0
-
-    def advance(self, k: int, member: str) -> None:
-        self.done += k
-        if self.progress is not None:
-            self.progress(Progress("archive", member, self.done, self.total))
-
-
 def _write_tar(
     fd: int,
     prepared: Prepared,
     mtime: int,
-    counter: _Counter,
+    counter: ProgressCounter,
     make_manifest: Callable[[list[ManifestFile]], Manifest],
 ) -> tuple[list[ManifestFile], Manifest]:
     """Write the tar to `fd`: every prepared member (hashed as it streams), then the manifest; fsync."""
@@ -419,7 +407,7 @@ def _add_member(
     src: _Source,
     item: Path | bytes,
     mtime: int,
-    counter: _Counter,
+    counter: ProgressCounter,
     hasher: ThreadPoolExecutor,
 ) -> ManifestFile:
     """Stream one member into `tar`, hashing it on `hasher`; returns its manifest entry.
@@ -428,7 +416,7 @@ def _add_member(
         BackupError: the file changed size while it was archived.
     """
     with _open_item(item) as (f, size):
-        reader = _HashingReader(f, size, lambda k: counter.advance(k, src.member), hasher)
+        reader = _HashingReader(f, size, counter.on_bytes(src.member), hasher)
         try:
             tar.addfile(_tarinfo(src.member, size, mtime), reader)
         except OSError as exc:

@@ -31,12 +31,8 @@ from ivoai.server.backup._format import (
     ARCHIVED_ROOTS,
     BACKUP_LOCK,
     CONFIG_MEMBER,
-    EXCLUDED,
     FORMAT_NAME,
     MANIFEST_NAME,
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    SQLITE_MAGIC,
-    STAGING_PREFIX,
     ArchiveError,
     BackupError,
     BackupResult,
@@ -44,6 +40,7 @@ from ivoai.server.backup._format import (
     Manifest,
     ManifestFile,
     Progress,
+    ProgressCounter,
     ProgressFn,
     default_backup_dir,
 )
@@ -57,7 +54,14 @@ from ivoai.server.backup._read import (
     summary,
     verify_archive,
 )
-from ivoai.server.backup._write import create_backup, snapshot_sqlite
+from ivoai.server.backup._write import (
+    EXCLUDED,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    SQLITE_MAGIC,
+    STAGING_PREFIX,
+    create_backup,
+    snapshot_sqlite,
+)
 
 __all__ = [
     "ARCHIVED_ROOTS",
@@ -80,6 +84,7 @@ __all__ = [
     "Member",
     "OpenArchive",
     "Progress",
+    "ProgressCounter",
     "ProgressFn",
     "check_schemas",
     "copy_member",

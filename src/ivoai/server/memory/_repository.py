@@ -177,14 +177,12 @@ class HitRow:
 
     def hit(self, score: float, match: _ranking.Match) -> QueryHit:
         """The hit as the tools answer it."""
+        same = {
+            name: getattr(self, name) for name in ("workspace", "project", "path", "version", "title", "kind")
+        }
         return QueryHit(
-            workspace=self.workspace,
-            project=self.project,
-            path=self.path,
-            version=self.version,
-            title=self.title,
+            **same,
             tags=json.loads(self.tags),
-            kind=self.kind,
             pinned=bool(self.pinned),
             updated_at=_dt(self.updated_at),
             score=round(score, 6),
