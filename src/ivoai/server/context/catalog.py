@@ -187,7 +187,11 @@ class Catalog:
         MIGRATIONS.refuse_newer_file(self.path, timeout_seconds=BUSY_TIMEOUT_SECONDS)
         pragmas = sqlite.Pragmas(busy_timeout_seconds=BUSY_TIMEOUT_SECONDS, foreign_keys=True)
         self._pool = sqlite.ConnectionPool(self.path, pragmas, row_factory=sqlite3.Row)
-        MIGRATIONS.migrate(self._db())
+        try:
+            MIGRATIONS.migrate(self._db())
+        except BaseException:
+            self._pool.close()
+            raise
 
     def _db(self) -> sqlite3.Connection:
         return self._pool.connection()
