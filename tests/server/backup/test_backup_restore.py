@@ -197,7 +197,7 @@ def test_restore_dry_run_writes_nothing(tmp_path: Path) -> None:
 def test_snapshots_in_memory_or_through_a_staging_file_restore_the_same_self_contained_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_memory: bool
 ) -> None:
-    from ivoai.server.backup import archive as archive_mod
+    from ivoai.server.backup import _write as archive_mod
 
     if not in_memory:
         monkeypatch.setattr(archive_mod, "BACKUP_MEMORY_SNAPSHOT_MAX_BYTES", 0)

@@ -82,7 +82,8 @@ def test_packed_hit_rows_equal_one_statement_per_hit(service: MemoryService) -> 
     import random
 
     from ivoai.server.memory import _ranking
-    from ivoai.server.memory.service import _hit_rows, _hit_rows_by_row
+    from ivoai.server.memory._repository import hit_rows as _hit_rows
+    from ivoai.server.memory._repository import hit_rows_by_row as _hit_rows_by_row
 
     rnd = random.Random(5)
     for times in ([1_764_460_800 + rnd.random() * 1e6 for _ in range(30)], AWKWARD_TIMES):
@@ -105,7 +106,7 @@ def test_packed_hit_rows_equal_one_statement_per_hit(service: MemoryService) -> 
 def test_query_results_are_identical_with_hits_read_one_statement_each(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ivoai.server.memory import service as module
+    from ivoai.server.memory import _repository as module
 
     # datetime (the hits' updated_at) stops at year 9999: awkward times a hit can carry
     _awkward_store(service, [t for t in AWKWARD_TIMES if t < 2e11] + [253_402_300_799.0])
@@ -124,7 +125,7 @@ def test_query_results_are_identical_with_hits_read_one_statement_each(
     packed = [
         service.memory_query(q, limit=lim, include_global=glob).model_dump_json() for q, lim, glob in combos
     ]
-    monkeypatch.setattr(module, "_hit_rows", module._hit_rows_by_row)
+    monkeypatch.setattr(module, "hit_rows", module.hit_rows_by_row)
     by_row = [
         service.memory_query(q, limit=lim, include_global=glob).model_dump_json() for q, lim, glob in combos
     ]

@@ -51,6 +51,7 @@ from ivoai.server.backup.archive import (
     Manifest,
     OpenArchive,
     Progress,
+    ProgressCounter,
     ProgressFn,
     copy_member,
     open_archive,
@@ -212,14 +213,8 @@ def _clean_stale(data: ServerDataDir) -> None:
 
 def _stage(arch: OpenArchive, staging: Path, progress: ProgressFn | None) -> dict[str, tuple[Path, int]]:
     """Copy every member into `staging` (hash-checked, fsynced); check staged SQLite files."""
-    total = sum(f.size for f in arch.manifest.files)
-    done = 0
-
-    def advance(k: int) -> None:
-        nonlocal done
-        done += k
-        if progress is not None:
-            progress(Progress("stage", str(arch.path), done, total))
+    counter = ProgressCounter("stage", sum(f.size for f in arch.manifest.files), progress)
+    advance = counter.on_bytes(str(arch.path))
 
     staged: dict[str, tuple[Path, int]] = {}
     for n, (entry, stream) in enumerate(arch.iter_data()):

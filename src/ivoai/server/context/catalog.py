@@ -7,24 +7,21 @@ Chunk text is not stored twice: a chunk is a span [start, end) of code points of
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ivoai.common.fsio import PRIVATE_FILE_MODE, ensure_private_dir
+from ivoai.common import sqlite
 from ivoai.common.procid import is_alive, own_marker
-from ivoai.server.context.errors import ConnectorExistsError, ConnectorNotFoundError
+from ivoai.server.context.errors import CatalogSchemaError, ConnectorExistsError, ConnectorNotFoundError
 
 CATALOG_FILE = "catalog.sqlite3"
-BUSY_TIMEOUT_MS = 10_000  # a concurrent writer (ingest vs connector remove) finishes a batch within this
+BUSY_TIMEOUT_SECONDS = 10.0  # a concurrent writer (ingest vs connector remove) finishes a batch within this
 
 # chunks.dense: whether the chunk's index point has its dense vector
 DENSE_PENDING = 0  # written with its BM25 vector only; phase 2 embeds it
@@ -107,15 +104,8 @@ class Coverage:
     pending_documents: int
 
 
-def _script(db: sqlite3.Connection, sql: str) -> None:
-    # executescript() would COMMIT the migration transaction; run the statements one by one instead
-    for stmt in sql.split(";"):
-        if stmt.strip():
-            db.execute(stmt)
-
-
 def _m1(db: sqlite3.Connection) -> None:
-    _script(
+    sqlite.run_script(
         db,
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -144,18 +134,28 @@ def _m1(db: sqlite3.Connection) -> None:
 
 def _m2(db: sqlite3.Connection) -> None:
     """Two-phase ingestion: per-chunk dense state; the process behind a run (to tell dead runs)."""
-    _script(
+    sqlite.run_script(
         db,
         """
         ALTER TABLE chunks ADD COLUMN dense INTEGER NOT NULL DEFAULT 1;
         CREATE INDEX chunks_not_embedded ON chunks(dense) WHERE dense != 1;
         ALTER TABLE runs ADD COLUMN pid INTEGER;
-        ALTER TABLE runs ADD COLUMN pid_marker TEXT NOT NULL DEFAULT ''
+        ALTER TABLE runs ADD COLUMN pid_marker TEXT NOT NULL DEFAULT '';
         """,
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m1, _m2)
+def _newer(version: int, latest: int) -> CatalogSchemaError:
+    return CatalogSchemaError(
+        f"context catalog schema version {version} is newer than this ivoai supports ({latest}); "
+        "upgrade ivoai (the catalog was left untouched)"
+    )
+
+
+# user_version counts the steps (no history table: catalogs written before the shared runner have none)
+MIGRATIONS = sqlite.Migrations(
+    (sqlite.Migration(1, "catalog", _m1), sqlite.Migration(2, "two_phase", _m2)), newer=_newer
+)
 
 _RESOLVE_SQL = (
     "SELECT c.chunk_id, c.document_id, d.connector, d.path, c.idx, c.start, c.end,"
@@ -164,13 +164,8 @@ _RESOLVE_SQL = (
     " JOIN connectors k ON k.name = d.connector AND k.state = 'active'"
     " WHERE c.chunk_id IN ({marks})"
 )
-# SQLite's printf('%!.17g') round-trips every double tested whose magnitude is below 1e100 (it
-# formats through long double; errors appear only far above that): timestamps are ~1e9.
-_EXACT_FLOAT_RANGE = 1e15
-_RESOLVE_AS_ONE_ROW = (
-    "json_group_array(json_array(chunk_id, document_id, connector, path, idx, start, end, text,"
-    f" CASE WHEN abs(updated_at) < {_EXACT_FLOAT_RANGE:.0f} THEN printf('%!.17g', updated_at) END, dense))"
-)
+_RESOLVE_COLUMNS = ("chunk_id", "document_id", "connector", "path", "idx", "start", "end", "text")
+_RESOLVE_AS_ONE_ROW = sqlite.packed((*_RESOLVE_COLUMNS, sqlite.exact_real("updated_at"), "dense"))
 
 
 def _resolve_rows(db: sqlite3.Connection, part: list[str], out: dict[str, ChunkHit]) -> None:
@@ -182,60 +177,32 @@ class Catalog:
     """The SQLite catalog at DIR/context/catalog.sqlite3; safe to use from many threads."""
 
     def __init__(self, context_dir: Path, root: Path) -> None:
-        ensure_private_dir(root, context_dir)
-        self.path = context_dir / CATALOG_FILE
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-        os.close(fd)
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
-        self._migrate()
+        """Open (creating or upgrading) the catalog.
 
-    # -------------------------------------------------------------------------------- connections
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            # one connection per thread; check_same_thread=False only so close() may run from any thread
-            db = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._local.db = db
-            with self._all_lock:
-                self._all.append(db)
-        return db
-
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction (writers serialise; readers keep reading the last commit)."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
+        Raises:
+            CatalogSchemaError: the file was written by a newer ivoai (it is left exactly as it was).
+            UnsafePathError: the directory or file is a symlink, foreign-owned or loosely permissioned.
+        """
+        self.path = sqlite.prepare_file(root, context_dir / CATALOG_FILE)
+        MIGRATIONS.refuse_newer_file(self.path, timeout_seconds=BUSY_TIMEOUT_SECONDS)
+        pragmas = sqlite.Pragmas(busy_timeout_seconds=BUSY_TIMEOUT_SECONDS, foreign_keys=True)
+        self._pool = sqlite.ConnectionPool(self.path, pragmas, row_factory=sqlite3.Row)
         try:
-            yield db
+            MIGRATIONS.migrate(self._db())
         except BaseException:
-            db.execute("ROLLBACK")
+            self._pool.close()
             raise
-        db.execute("COMMIT")
 
-    def _migrate(self) -> None:
-        with self.tx() as db:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            for i, step in enumerate(MIGRATIONS[version:], start=version + 1):
-                step(db)
-                db.execute(f"PRAGMA user_version={i}")
+    def _db(self) -> sqlite3.Connection:
+        return self._pool.connection()
+
+    def tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One IMMEDIATE transaction (writers serialise; readers keep reading the last commit)."""
+        return self._pool.write()
 
     def close(self) -> None:
-        """Close every thread's connection."""
-        with self._all_lock:
-            for db in self._all:
-                with contextlib.suppress(sqlite3.ProgrammingError):
-                    db.close()
-            self._all.clear()
-        self._local = threading.local()
+        """Close every thread's connection (a later call opens new ones)."""
+        self._pool.close()
 
     # --------------------------------------------------------------------------------- connectors
     def add_connector(
@@ -427,15 +394,16 @@ class Catalog:
         concurrent searches every re-take waits behind the event loop and the other worker threads
         (at 64 clients iterating these rows was half of context_search's samples). `updated_at`
         travels as a 17-significant-digit string, which round-trips a double of this magnitude; a
-        batch holding a value outside `_EXACT_FLOAT_RANGE` is read row by row instead.
+        batch holding a value outside `sqlite.EXACT_REAL_RANGE` is read row by row instead.
         """
         out: dict[str, ChunkHit] = {}
         db = self._db()
         for i in range(0, len(ids), 500):
             part = list(ids[i : i + 500])
             inner = _RESOLVE_SQL.format(marks=",".join("?" * len(part)))
-            packed = db.execute(f"SELECT {_RESOLVE_AS_ONE_ROW} FROM ({inner})", part).fetchone()
-            rows = json.loads(packed[0]) if packed and packed[0] else []
+            rows = sqlite.unpack(
+                db.execute(f"SELECT {_RESOLVE_AS_ONE_ROW} FROM ({inner})", part).fetchone()[0]
+            )
             if any(r[8] is None for r in rows):  # a timestamp the packed form cannot carry exactly
                 _resolve_rows(db, part, out)
                 continue

@@ -64,3 +64,9 @@ class VectorIndexError(ContextError):
 
 class SettingsError(ValidationError):
     code = "invalid_context_settings"
+
+
+class CatalogSchemaError(ContextError):
+    """The catalog was written by a newer ivoai (its schema version is beyond this code's)."""
+
+    code = "catalog_schema_unsupported"

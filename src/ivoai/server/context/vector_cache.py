@@ -16,18 +16,14 @@ that only moved when text above it changed, a whole index after `context rebuild
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import sqlite3
-import threading
 import time
 from array import array
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
-from ivoai.common.fsio import PRIVATE_FILE_MODE, ensure_private_dir
+from ivoai.common import sqlite
 from ivoai.common.limits import CONTEXT_VECTOR_CACHE_MAX_ENTRIES
 
 CACHE_FILE = "vector-cache.sqlite3"
@@ -36,7 +32,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors(
     key BLOB PRIMARY KEY, model TEXT NOT NULL, chars INTEGER NOT NULL, dims INTEGER NOT NULL,
     vec BLOB NOT NULL, used_at REAL NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used_at)
+CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used_at);
 """
 
 
@@ -49,42 +45,15 @@ class VectorCache:
     """Passage vectors by content hash in `DIR/index/vector-cache.sqlite3` (thread-safe)."""
 
     def __init__(self, index_dir: Path, root: Path, *, max_entries: int = CONTEXT_VECTOR_CACHE_MAX_ENTRIES):
-        ensure_private_dir(root, index_dir)
-        self.path = index_dir / CACHE_FILE
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-        os.close(fd)
+        self.path = sqlite.prepare_file(root, index_dir / CACHE_FILE)
         self.max_entries = max_entries
         self._approx_count: int | None = None  # rows as of our last count plus what we added since
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
-        with self._tx() as db:
-            for stmt in _SCHEMA.split(";"):
-                db.execute(stmt)
+        self._pool = sqlite.ConnectionPool(self.path, sqlite.Pragmas(busy_timeout_seconds=_BUSY_TIMEOUT_S))
+        with self._pool.write() as db:
+            sqlite.run_script(db, _SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(
-                self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-            with self._all_lock:
-                self._all.append(db)
-        return db
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        return self._pool.connection()
 
     def get_many(self, model: str, texts: Sequence[str]) -> dict[str, list[float]]:
         """The cached vectors of those `texts` that `model` embedded before (text -> vector)."""
@@ -105,7 +74,7 @@ class VectorCache:
                 vec.frombytes(blob)
                 found[text] = vec.tolist()
         if found:
-            with self._tx() as wdb:
+            with self._pool.write() as wdb:
                 wdb.executemany(
                     "UPDATE vectors SET used_at=? WHERE key=?",
                     [(time.time(), cache_key(model, t)) for t in found],
@@ -117,7 +86,7 @@ class VectorCache:
         if not items:
             return
         now = time.time()
-        with self._tx() as db:
+        with self._pool.write() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO vectors(key, model, chars, dims, vec, used_at) VALUES(?,?,?,?,?,?)",
                 [
@@ -143,16 +112,11 @@ class VectorCache:
     def clear(self, model: str | None = None) -> int:
         """Drop every entry (or those of one model); returns how many were dropped."""
         self._approx_count = None
-        with self._tx() as db:
+        with self._pool.write() as db:
             if model is None:
                 return int(db.execute("DELETE FROM vectors").rowcount)
             return int(db.execute("DELETE FROM vectors WHERE model=?", (model,)).rowcount)
 
     def close(self) -> None:
-        """Close every thread's connection."""
-        with self._all_lock:
-            for db in self._all:
-                with contextlib.suppress(sqlite3.ProgrammingError):
-                    db.close()
-            self._all.clear()
-        self._local = threading.local()
+        """Close every thread's connection (a later call opens new ones)."""
+        self._pool.close()
