@@ -161,3 +161,11 @@ def test_a_labelled_identifier_is_not_a_secret(line: str) -> None:
 def test_labelled_values_that_are_not_plain_identifiers_stay_secrets(line: str) -> None:
     assert find_secrets(line) == ["labelled_secret"]
     assert REDACTED in redact(line)
+
+
+def test_a_secret_whose_label_hides_in_a_refused_identifier_is_still_found_and_redacted() -> None:
+    # The refused value `abcdefghijklmnopqrst.client_secret` swallows the next label; scanning on
+    # from its end (as finditer does) would pass over the secret after it. Found by Hypothesis.
+    line = "refresh_token:abcdefghijklmnopqrst.client_secret = ABCdef0123456789xyzXYZ"
+    assert find_secrets(line) == ["labelled_secret"]
+    assert redact(line) == "refresh_token:abcdefghijklmnopqrst.client_secret = [REDACTED]"

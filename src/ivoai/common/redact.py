@@ -14,7 +14,7 @@ scanner); a rule's `accept` judges each match's value, so a labelled identifier
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 REDACTED = "[REDACTED]"
 
@@ -48,10 +48,34 @@ class _Rule:
         return self.accept(match.group(0)[len(keep) :])
 
     def replace(self, match: re.Match[str]) -> str:
-        if not self.accepts(match):
-            return match.group(0)
         groups = match.groupdict()
         return (groups.get("keep") or "") + REDACTED + (groups.get("tail") or "")
+
+    def apply(self, text: str) -> str:
+        """`text` with every accepted match replaced."""
+        if self.accept is None:
+            return self.pattern.sub(self.replace, text)
+        out: list[str] = []
+        end = 0
+        for match in accepted_matches(self.pattern, self.accepts, text):
+            out += (text[end : match.start()], self.replace(match))
+            end = match.end()
+        return "".join(out) + text[end:] if out else text
+
+
+def accepted_matches(
+    pattern: re.Pattern[str], accepts: Callable[[re.Match[str]], bool], text: str
+) -> Iterator[re.Match[str]]:
+    """The matches of `pattern` in `text` that `accepts` takes, left to right, without overlap. A refused
+    match is retried one character later, not after its end: a refused value may swallow the next
+    label (`refresh_token:abcdefghijklmnopqrst.client_secret = <secret>`), which `finditer` would skip."""
+    pos = 0
+    while (match := pattern.search(text, pos)) is not None:
+        if accepts(match):
+            yield match
+            pos = match.end() if match.end() > match.start() else match.start() + 1
+        else:
+            pos = match.start() + 1
 
 
 def _not_an_identifier(value: str) -> bool:
@@ -142,10 +166,10 @@ _ACCEPTS: dict[str, Callable[[re.Match[str]], bool]] = {r.name: r.accepts for r 
 def redact(text: str) -> str:
     """Replace every recognised credential form in `text` with a marker."""
     for rule in _RULES:
-        text = rule.pattern.sub(rule.replace, text)
+        text = rule.apply(text)
     return text
 
 
 def find_secrets(text: str) -> list[str]:
     """Names of the credential forms found in `text` (for classification; never the values)."""
-    return [r.name for r in _DETECT if any(r.accepts(m) for m in r.pattern.finditer(text))]
+    return [r.name for r in _DETECT if next(accepted_matches(r.pattern, r.accepts, text), None) is not None]

@@ -332,3 +332,8 @@ def test_threads_scanning_large_payloads_at_once_each_get_their_own_verdict() ->
     with ThreadPoolExecutor(max_workers=4) as pool:
         verdicts = list(pool.map(scan_bytes, payloads))
     assert verdicts == [[], ["aws_access_key"]] * 8
+
+
+def test_the_byte_scanner_and_its_authority_agree_on_a_secret_behind_a_refused_identifier() -> None:
+    payload = b"refresh_token:abcdefghijklmnopqrst.client_secret = ABCdef0123456789xyzXYZ"
+    assert scan_bytes(payload) == authority(payload) == ["labelled_secret"]

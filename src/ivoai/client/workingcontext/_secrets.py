@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - a dependency with wheels for Linux and
     hyperscan = None  # type: ignore[assignment]  # no prefilter: every form goes to the RE2 union
 
 from ivoai.common.limits import ARTIFACT_SCAN_MAX_ANCHOR_HITS, ARTIFACT_SCAN_PREFILTER_MIN_BYTES, MIB
-from ivoai.common.redact import _ACCEPTS, _PATTERNS
+from ivoai.common.redact import _ACCEPTS, _PATTERNS, accepted_matches
 
 # RE2's memory budget for one compiled union, its DFA cache included (RE2's default; 4-64 MiB
 # measured the same on 16 MiB of logs, random bytes, base64 and hex). A full cache is flushed
@@ -167,7 +167,7 @@ class _Detector:
         """Whether the authority finds this form anywhere in `text`."""
         if self.name not in _ACCEPTS:
             return self.pattern.search(text) is not None
-        return any(self.accepts(m) for m in self.pattern.finditer(text))
+        return next(accepted_matches(self.pattern, self.accepts, text), None) is not None
 
 
 def _expand(form: bytes) -> bytes:
