@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ivoai.common import lightio
 from ivoai.common.errors import LockTimeoutError, TooLargeError, UnsafePathError
 from ivoai.common.limits import LOCK_TIMEOUT_SECONDS
 
@@ -79,16 +80,7 @@ def makedirs_private(path: Path) -> None:
     fresh `~/.local/share/ivoai` world-readable when only its `server/` child was asked for. The XDG
     base directory spec asks for 0700 on any directory created this way, too.
     """
-    missing: list[Path] = []
-    current = Path(os.path.abspath(path))
-    while not os.path.lexists(current):
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, PRIVATE_DIR_MODE)
+    lightio.makedirs_private(os.fspath(path))
 
 
 def private_umask() -> int:
@@ -234,10 +226,7 @@ def _write_staged(dfd: int, path: Path, data: bytes, mode: int) -> None:
         )
         try:
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            lightio.write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

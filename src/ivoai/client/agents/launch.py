@@ -21,9 +21,11 @@ import time
 from ivoai.client.agents.argv import LaunchArgs
 from ivoai.client.agents.childenv import client_env
 from ivoai.client.agents.errors import ExecutorNotFoundError, LaunchError, SessionEndedError
-from ivoai.client.agents.executors import EXECUTORS, ExecutorSpec, discover, managed_bin_dir, xdg_root
+from ivoai.client.agents.executors import EXECUTORS, ExecutorSpec, discover, managed_bin_dir
 from ivoai.client.agents.process import Outcome, Supervisor, stop_process
+from ivoai.client.sessions.ids import new_session_id
 from ivoai.common.errors import IvoaiError, UsageError
+from ivoai.common.lightio import xdg_root
 from ivoai.common.limits import SESSION_RECORD_DEFER_SECONDS
 
 TYPE_CHECKING = False
@@ -54,7 +56,7 @@ class _Session:
         self.args = args
         self.spec = spec
         self.env = env
-        self.id = "ses_" + os.urandom(16).hex()
+        self.id = new_session_id()
         self.state_root = xdg_root("XDG_STATE_HOME", ".local/state", env)
         self.router: Any = None
         self.sources: list[Any] = []
@@ -68,7 +70,7 @@ class _Session:
     def runtime_dir(self) -> str:
         """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
         if self.runtime is None:
-            from ivoai.client.sessions._lightio import open_private_dirs
+            from ivoai.common.lightio import open_private_dirs
 
             os.close(open_private_dirs(self.state_root, "run", self.id))
             self.runtime = os.path.join(self.state_root, "run", self.id)
@@ -531,7 +533,7 @@ def _publish(session: _Session, record: dict[str, Any] | None, what: str) -> boo
     """Write `record`; a failure is one warning line, never an exception."""
     if record is None:
         return False
-    from ivoai.client.sessions._lightio import publish_record
+    from ivoai.client.sessions.publish import publish_record
 
     try:
         publish_record(session.state_root, record)

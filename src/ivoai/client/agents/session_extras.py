@@ -105,7 +105,7 @@ def _user_mcp(
     runtime_dir: Callable[[], str],
     note: Callable[[str], None],
 ) -> None:
-    from ivoai.client.agents.executors import xdg_root
+    from ivoai.common.lightio import xdg_root
 
     if args.no_user_mcp:
         return
@@ -178,7 +178,7 @@ def _managed_hooks_installed(client: str, env: Mapping[str, str]) -> bool:
     """Does the ownership manifest record ivoai's hooks in `client`'s own files? (one small JSON read)"""
     import json
 
-    from ivoai.client.agents.executors import xdg_root
+    from ivoai.common.lightio import xdg_root
 
     try:
         with open(
@@ -258,7 +258,7 @@ def _note_codex_trust_once(env: Mapping[str, str], note: Callable[[str], None]) 
     note("memory hooks for Codex run once you trust them: open `/hooks` in Codex (once; they never change)")
     try:
         from ivoai.client.memoryhooks.locations import HOOKS_DIR, state_root
-        from ivoai.client.sessions._lightio import open_private_dirs, write_atomic
+        from ivoai.common.lightio import open_private_dirs, write_atomic
 
         fd = open_private_dirs(state_root(env), HOOKS_DIR)
         try:

@@ -17,35 +17,25 @@ from pathlib import Path
 from typing import Any
 
 from ivoai import __version__
-from ivoai.client.sessions._lightio import publish_record
 from ivoai.client.sessions.errors import InvalidSessionIdError, SessionNotFoundError, SessionRecordError
+from ivoai.client.sessions.ids import SESSION_ID_PREFIX, check_session_id, new_session_id
 from ivoai.client.sessions.procinfo import is_same_process
+from ivoai.client.sessions.publish import publish_record
 from ivoai.common.fsio import ensure_private_dir, read_private_file_or_none
 from ivoai.common.limits import SESSION_ENDED_KEEP, SESSION_RECORD_MAX_BYTES, SESSIONS_LIST_MAX
 from ivoai.common.paths import XdgPaths, xdg_paths
 
+__all__ = [
+    "RECORD_SCHEMA",
+    "SESSION_ID_PREFIX",
+    "SessionRecord",
+    "SessionStore",
+    "check_session_id",
+    "new_session_id",
+    "now",
+]
+
 RECORD_SCHEMA = 1
-SESSION_ID_PREFIX = "ses_"
-_HEX = frozenset("0123456789abcdef")
-
-
-def new_session_id() -> str:
-    """A random opaque session ID (`ses_` + 32 hex digits), never derived from input."""
-    return SESSION_ID_PREFIX + os.urandom(16).hex()
-
-
-def check_session_id(session_id: str) -> str:
-    """Return `session_id` if ivoai could have issued it.
-
-    Raises:
-        InvalidSessionIdError: anything else (it is never used to build a path).
-    """
-    body = session_id[len(SESSION_ID_PREFIX) :]
-    if not session_id.startswith(SESSION_ID_PREFIX) or len(body) != 32 or not set(body) <= _HEX:
-        raise InvalidSessionIdError(
-            f"invalid session ID {session_id[:80]!r}: expected ses_ followed by 32 hex digits"
-        )
-    return session_id
 
 
 @dataclass
@@ -129,7 +119,7 @@ class SessionStore:
         return self.dir / f"{check_session_id(session_id)}.json"
 
     def write(self, record: SessionRecord) -> None:
-        """Publish `record` atomically (private 0600 file in a 0700 directory; see `_lightio`)."""
+        """Publish `record` atomically (private 0600 file in a 0700 directory; see `publish`)."""
         check_session_id(record.id)
         publish_record(str(self.root), record.to_json())
 

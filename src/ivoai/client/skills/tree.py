@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ivoai.client.skills.model import StagingRefused
 from ivoai.common.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from ivoai.common.lightio import write_all
 from ivoai.common.limits import (
     SKILL_FILE_MAX_BYTES,
     SKILL_PATH_MAX_BYTES,
@@ -140,9 +141,7 @@ class TreeWriter:
         except IsADirectoryError:
             raise StagingRefused(f"{rel} is both a file and a directory in the source") from None
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
         finally:
             os.close(fd)
         if looks_like_script(rel, data[:2]):
