@@ -3,27 +3,33 @@
 A record holds lifecycle metadata only (seed 002, "Session control plane"): random ID, PIDs with
 their kernel start markers, requested and effective compression provider, bypass reason, knowledge
 sources by ID and the last bounded compression result. Never prompts, client arguments, results,
-tokens or environment. Each write is an atomic private replacement (`fsio.atomic_write`); the only
-writer of a record is the ivoai process that launched the session.
+tokens or environment. Each write is an atomic private replacement (`publish.publish_record`); the
+only writer of a record is the ivoai process that launched the session.
+
+`SessionRecord` is the one declaration of the record's shape: the launcher builds its record from it
+right after its client starts, so this module imports only `dataclasses` at load time; the store's
+json, pathlib and fsio are imported by the methods that read (`SessionStore` is never used there).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any
 
 from ivoai import __version__
 from ivoai.client.sessions.errors import InvalidSessionIdError, SessionNotFoundError, SessionRecordError
 from ivoai.client.sessions.ids import SESSION_ID_PREFIX, check_session_id, new_session_id
 from ivoai.client.sessions.procinfo import is_same_process
 from ivoai.client.sessions.publish import publish_record
-from ivoai.common.fsio import ensure_private_dir, read_private_file_or_none
 from ivoai.common.limits import SESSION_ENDED_KEEP, SESSION_RECORD_MAX_BYTES, SESSIONS_LIST_MAX
-from ivoai.common.paths import XdgPaths, xdg_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ivoai.common.paths import XdgPaths
 
 __all__ = [
     "RECORD_SCHEMA",
@@ -110,6 +116,8 @@ class SessionStore:
     """The directory of session records."""
 
     def __init__(self, paths: XdgPaths | None = None) -> None:
+        from ivoai.common.paths import xdg_paths
+
         self.paths = paths or xdg_paths()
         self.root = self.paths.state
         self.dir = self.paths.sessions_dir
@@ -129,6 +137,10 @@ class SessionStore:
         Raises:
             InvalidSessionIdError, SessionNotFoundError, SessionRecordError.
         """
+        import json
+
+        from ivoai.common.fsio import read_private_file_or_none
+
         path = self.path_for(session_id)
         raw = read_private_file_or_none(self.root, path, SESSION_RECORD_MAX_BYTES)
         if raw is None:
@@ -141,6 +153,8 @@ class SessionStore:
 
     def ids(self) -> list[str]:
         """IDs of stored records, newest file first (bounded by SESSIONS_LIST_MAX)."""
+        from ivoai.common.fsio import ensure_private_dir
+
         try:
             ensure_private_dir(self.root, self.dir)
             entries = list(os.scandir(self.dir))
