@@ -19,9 +19,10 @@ NAME_ARG = typer.Argument(..., help="Skill name.")
 
 
 def _service() -> Any:
+    from ivoai.cli._context import client_context
     from ivoai.client.skills.service import SkillService
 
-    return SkillService()
+    return SkillService(client_context().paths)
 
 
 def _short(digest: str | None) -> str:
