@@ -117,20 +117,13 @@ def _sweep_stale(state_root: str, keep: str) -> None:
         _note(f"warning: stale session runtimes not cleaned ({getattr(exc, 'message', exc)})")
 
 
-def _has_knowledge_registry(env: Mapping[str, str]) -> bool:
-    """Cheap check before importing the router: is there a connection registry at all?"""
-    return os.path.exists(os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), "connections.json"))
-
-
 def _start_knowledge(session: _Session) -> None:
+    from ivoai.client.agents.session_extras import attach_wanted
+
     args, spec = session.args, session.spec
-    if args.no_knowledge:
-        return
-    if spec.mcp_style is None:
-        if args.selectors:
-            raise UsageError(f"{spec.display} is direct-only: ivoai cannot attach knowledge sources to it")
-        return
-    if not args.selectors and not _has_knowledge_registry(session.env):
+    if not attach_wanted(
+        spec, off=args.no_knowledge, named=args.selectors, what="knowledge sources", env=session.env
+    ):
         return
     try:
         from ivoai.client.knowledge import router as router_mod
