@@ -115,8 +115,10 @@ def attach_wanted(
         if named:
             raise UsageError(f"{spec.display} is direct-only: ivoai cannot attach {what} to it")
         return False
+    from ivoai.client.connections.files import REGISTRY_FILE
+
     return bool(named) or os.path.exists(
-        os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), "connections.json")
+        os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), REGISTRY_FILE)
     )
 
 
