@@ -27,9 +27,10 @@ _JSON = typer.Option(False, "--json", help="Machine-readable output.")
 
 
 def _store() -> ArtifactStore:
+    from ivoai.cli._context import client_context
     from ivoai.client.workingcontext import ArtifactStore
 
-    return ArtifactStore()
+    return ArtifactStore(client_context().paths.working_context_dir)
 
 
 def _ref_dict(ref: ArtifactRef) -> dict[str, object]:

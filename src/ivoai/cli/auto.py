@@ -27,9 +27,10 @@ def plan_command(
 ) -> None:
     """Validate and score a plan offline (no client started): per task its score, tier,
     delegation with benefit/overhead, and the chosen profile or why none. Exit 1 when invalid."""
+    from ivoai.cli._context import client_context
     from ivoai.client.orchestration import check_plan_file
 
-    report = check_plan_file(check).to_dict()
+    report = check_plan_file(check, paths=client_context().paths).to_dict()
     if json_out:
         print_json(report)
     else:

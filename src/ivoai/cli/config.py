@@ -12,9 +12,10 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Show and cha
 @app.command("show")
 def show_command(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Show the known keys with their effective values and where each comes from."""
+    from ivoai.cli._context import client_context
     from ivoai.client.config.store import describe_config
 
-    doc = describe_config()
+    doc = describe_config(client_context().paths)
     if json_out:
         print_json(doc)
         return
@@ -37,8 +38,9 @@ def set_command(
     value: str = typer.Argument(..., metavar="VALUE", help="The new value."),
 ) -> None:
     """Validate and store one key (comments and unknown keys are kept byte for byte)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.config.store import set_key
 
-    cfg = set_key(key, value)
+    cfg = set_key(key, value, client_context().paths)
     shown, _origin = cfg.effective(key)
     info(f"{key} = {shown}")

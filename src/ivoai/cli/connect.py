@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
+from ivoai.cli._context import client_context
 from ivoai.cli._output import info, print_json, print_kv, print_table
 from ivoai.common.errors import UsageError
-from ivoai.common.paths import xdg_paths
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Connect official logins, ivoai servers and MCP servers."
@@ -61,7 +61,7 @@ def _official(provider: str, check: bool, json_out: bool) -> None:
     from ivoai.client.connections import manage, official
 
     status = official.connect(provider, check_only=check)  # type: ignore[arg-type]
-    manage.record_official(xdg_paths(), provider, status.detail)  # type: ignore[arg-type]
+    manage.record_official(client_context().paths, provider, status.detail)  # type: ignore[arg-type]
     data = {
         "provider": provider,
         "logged_in": True,
@@ -133,7 +133,14 @@ def server_add(
 
     code = _read_secret(code_stdin, "Enrollment code: ", "--code-stdin")
     result = add_server(
-        xdg_paths(), alias, url, code, purpose=purpose, group=group, priority=priority, progress=info
+        client_context().paths,
+        alias,
+        url,
+        code,
+        purpose=purpose,
+        group=group,
+        priority=priority,
+        progress=info,
     )
     _render_enrolled(result, json_out, "enrolled")
 
@@ -150,7 +157,7 @@ def server_re_enroll(
     from ivoai.client.connections.enroll import re_enroll
 
     code = _read_secret(code_stdin, "Enrollment code: ", "--code-stdin")
-    _render_enrolled(re_enroll(xdg_paths(), alias, code, progress=info), json_out, "re-enrolled")
+    _render_enrolled(re_enroll(client_context().paths, alias, code, progress=info), json_out, "re-enrolled")
 
 
 @server_app.command("list")
@@ -158,7 +165,7 @@ def server_list(json_out: bool = JSON_OPT) -> None:
     """Enrolled servers (no probing: status `not_probed`)."""
     from ivoai.client.connections.manage import list_servers
 
-    profiles = list_servers(xdg_paths())
+    profiles = list_servers(client_context().paths)
     if json_out:
         print_json({"servers": [profile_view(p) for p in profiles]})
         return
@@ -186,7 +193,7 @@ def server_show(alias: str = typer.Argument(...), json_out: bool = JSON_OPT) -> 
     """One enrolled server (no probing)."""
     from ivoai.client.connections.manage import show_server
 
-    view = profile_view(show_server(xdg_paths(), alias))
+    view = profile_view(show_server(client_context().paths, alias))
     if json_out:
         print_json(view)
     else:
@@ -202,7 +209,7 @@ def server_test(alias: str = typer.Argument(...), json_out: bool = JSON_OPT) -> 
     """Live probe: discovery, readiness, then context and memory through MCP with the stored credential."""
     from ivoai.client.connections.enroll import probe_server
 
-    result = probe_server(xdg_paths(), alias)
+    result = probe_server(client_context().paths, alias)
     _render_enrolled(result, json_out, "tested")
     if not all(p.ok for p in result.probes if "feature off" not in p.detail):
         raise typer.Exit(1)
@@ -211,7 +218,7 @@ def server_test(alias: str = typer.Argument(...), json_out: bool = JSON_OPT) -> 
 def _toggle(alias: str, enabled: bool) -> None:
     from ivoai.client.connections.manage import set_enabled
 
-    profile = set_enabled(xdg_paths(), alias, enabled)
+    profile = set_enabled(client_context().paths, alias, enabled)
     info(f"{profile.alias}: {'enabled' if enabled else 'disabled'}")
 
 
@@ -232,7 +239,7 @@ def server_remove(alias: str = typer.Argument(...)) -> None:
     """Forget this server and its credential (the server-side client stays until revoked there)."""
     from ivoai.client.connections.manage import remove_server
 
-    profile = remove_server(xdg_paths(), alias)
+    profile = remove_server(client_context().paths, alias)
     info(
         f"removed {profile.alias}; revoke its client on the server with `ivoai server clients revoke "
         f"{profile.client_id}`"
@@ -252,7 +259,7 @@ def mcp_add(
     from ivoai.client.connections.manage import add_mcp
 
     token = _read_secret(True, "", "--token-stdin") if token_stdin else None
-    entry = add_mcp(xdg_paths(), name, url, token)
+    entry = add_mcp(client_context().paths, name, url, token)
     view = {
         "id": entry.id,
         "name": entry.name,
@@ -271,7 +278,7 @@ def mcp_list(json_out: bool = JSON_OPT) -> None:
     """Every MCP entry in the registry (ivoai servers' services and user-added servers)."""
     from ivoai.client.connections.registry import ConnectionRegistry
 
-    entries = ConnectionRegistry(xdg_paths()).load().entries()
+    entries = ConnectionRegistry(client_context().paths).load().entries()
     if json_out:
         print_json(
             {
@@ -308,7 +315,7 @@ def mcp_remove(name: str = typer.Argument(...)) -> None:
     """Forget a user MCP server and its token."""
     from ivoai.client.connections.manage import remove_mcp
 
-    info(f"removed MCP server {remove_mcp(xdg_paths(), name).name}")
+    info(f"removed MCP server {remove_mcp(client_context().paths, name).name}")
 
 
 @mcp_app.command("enable")
@@ -316,7 +323,7 @@ def mcp_enable(name: str = typer.Argument(...)) -> None:
     """Offer this MCP server to sessions again."""
     from ivoai.client.connections.manage import set_mcp_enabled
 
-    info(f"{set_mcp_enabled(xdg_paths(), name, True).name}: enabled")
+    info(f"{set_mcp_enabled(client_context().paths, name, True).name}: enabled")
 
 
 @mcp_app.command("disable")
@@ -324,7 +331,7 @@ def mcp_disable(name: str = typer.Argument(...)) -> None:
     """Stop offering this MCP server to sessions (its token is kept)."""
     from ivoai.client.connections.manage import set_mcp_enabled
 
-    info(f"{set_mcp_enabled(xdg_paths(), name, False).name}: disabled")
+    info(f"{set_mcp_enabled(client_context().paths, name, False).name}: disabled")
 
 
 disconnect_command = typer.Typer(add_completion=False, help="Remove ivoai's own connection state.")
@@ -340,7 +347,7 @@ def disconnect(
     """Remove ivoai's own connection state; never logs the official clients out."""
     from ivoai.client.connections import manage, official
 
-    paths = xdg_paths()
+    paths = client_context().paths
     if all_:
         if target is not None:
             raise UsageError("--all takes no target")

@@ -62,9 +62,10 @@ def search_command(
 
     Exits 1 when no source answered (each source's cause is printed).
     """
+    from ivoai.cli._context import client_context
     from ivoai.client.knowledge.client import answered, failures, for_output, search
 
-    result = search(query, limit=limit, selectors=sources or ())
+    result = search(query, limit=limit, selectors=sources or (), paths=client_context().paths)
     if json_out:
         print_json(for_output(result))
     else:
@@ -94,9 +95,10 @@ def status_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Every selected source, its kinds and live health through a router."""
+    from ivoai.cli._context import client_context
     from ivoai.client.knowledge.client import status
 
-    result = status(selectors=sources or ())
+    result = status(selectors=sources or (), paths=client_context().paths)
     if json_out:
         print_json(result)
         return

@@ -34,12 +34,12 @@ def quickstart_command(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Index a checkout, start the server on loopback and search it over MCP."""
+    from ivoai.cli._context import client_context
     from ivoai.cli.server.connector import progress_bar
-    from ivoai.common.paths import xdg_paths
     from ivoai.server.runtime.quickstart import DEFAULT_QUERY, EmbeddingWatch, run_quickstart
     from ivoai.server.runtime.runstate import clear_run_state, write_run_state
 
-    root = data_dir if data_dir is not None else xdg_paths().server_data_dir
+    root = data_dir if data_dir is not None else client_context().paths.server_data_dir
     with progress_bar(True) as bar:  # stderr: rich bars on a terminal, plain lines otherwise
         result, server = run_quickstart(
             path,

@@ -33,9 +33,10 @@ def quota_command(
     ),
 ) -> None:
     """Subscription quota of Codex and Claude: each window's use against its elapsed time (pace)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.orchestration import quota_report
 
-    doc = quota_report(refresh=refresh).to_dict()
+    doc = quota_report(refresh=refresh, paths=client_context().paths).to_dict()
     if json_out:
         print_json(doc)
         return

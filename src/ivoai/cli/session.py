@@ -29,9 +29,10 @@ def list_command(
     all_: bool = typer.Option(False, "--all", help="Include ended sessions."),
 ) -> None:
     """List launched sessions (live and lost; --all adds ended ones)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.sessions.records import SessionStore
 
-    records, problems = SessionStore().list()
+    records, problems = SessionStore(client_context().paths).list()
     rows = [r.view() for r in records if all_ or r.status() != "ended"]
     if json_out:
         print_json({"sessions": rows, "problems": problems})
@@ -62,9 +63,10 @@ def show_command(
     session_id: str = typer.Argument(..., help="Session ID (ses_…)."), json_out: bool = _JSON
 ) -> None:
     """Show one session record and its live status."""
+    from ivoai.cli._context import client_context
     from ivoai.client.sessions.records import SessionStore
 
-    view = SessionStore().load(session_id).view()
+    view = SessionStore(client_context().paths).load(session_id).view()
     if json_out:
         print_json(view)
         return
@@ -81,10 +83,11 @@ def stop_command(
     session_id: str = typer.Argument(..., help="Session ID (ses_…)."), json_out: bool = _JSON
 ) -> None:
     """End a live session: SIGTERM to its ivoai process, only if PID and start marker both match."""
+    from ivoai.cli._context import client_context
     from ivoai.client.sessions.control import stop_session
     from ivoai.client.sessions.records import SessionStore
 
-    result = stop_session(SessionStore(), session_id)
+    result = stop_session(SessionStore(client_context().paths), session_id)
     doc = {"id": result.id, "signalled": result.signalled, "stopped": result.stopped}
     if json_out:
         print_json(doc)

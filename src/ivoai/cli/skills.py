@@ -19,9 +19,10 @@ NAME_ARG = typer.Argument(..., help="Skill name.")
 
 
 def _service() -> Any:
+    from ivoai.cli._context import client_context
     from ivoai.client.skills.service import SkillService
 
-    return SkillService()
+    return SkillService(client_context().paths)
 
 
 def _short(digest: str | None) -> str:
@@ -219,9 +220,12 @@ def select_command(
     json_out: bool = JSON_OPT,
 ) -> None:
     """What an AUTO worker with these facts would get, and why every other candidate is left out."""
+    from ivoai.cli._context import client_context
     from ivoai.client.skills.select import select_for_worker
 
-    result = select_for_worker(role, tier, executor, capability or (), phase=phase)
+    result = select_for_worker(
+        role, tier, executor, capability or (), phase=phase, paths=client_context().paths
+    )
     if json_out:
         print_json({"schema": 1, **result.to_json()})
         return

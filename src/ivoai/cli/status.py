@@ -31,9 +31,10 @@ def _origin(exe: dict[str, Any]) -> str:
 
 def status_command(json_out: bool = _JSON) -> None:
     """Show ivoai's state: identity, paths, requested compression, stored counts."""
+    from ivoai.cli._context import client_context
     from ivoai.client.doctor import collect_status
 
-    data = collect_status()
+    data = collect_status(client_context().paths)
     if json_out:
         print_json(data)
     else:
@@ -71,9 +72,10 @@ def doctor_command(
     refresh: bool = typer.Option(False, "--refresh", help="Probe servers now (results are cached 1 min)."),
 ) -> None:
     """Check paths, versions, config, identity, components and every enrolled server (read-only)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.doctor import run_doctor
 
-    report = run_doctor(refresh=refresh)
+    report = run_doctor(client_context().paths, refresh=refresh)
     if json_out:
         print_json(report.to_dict())
     else:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ivoai.common import lightio
 from ivoai.common.errors import LockTimeoutError, TooLargeError, UnsafePathError
 from ivoai.common.limits import LOCK_TIMEOUT_SECONDS
 
@@ -79,16 +80,7 @@ def makedirs_private(path: Path) -> None:
     fresh `~/.local/share/ivoai` world-readable when only its `server/` child was asked for. The XDG
     base directory spec asks for 0700 on any directory created this way, too.
     """
-    missing: list[Path] = []
-    current = Path(os.path.abspath(path))
-    while not os.path.lexists(current):
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, PRIVATE_DIR_MODE)
+    lightio.makedirs_private(os.fspath(path))
 
 
 def private_umask() -> int:
@@ -249,17 +241,11 @@ def read_private_file_or_none(root: Path, path: Path, max_bytes: int) -> bytes |
         return None
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def _copy_into(fd: int, source: Path) -> None:
     src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         while block := os.read(src, 1 << 20):
-            _write_all(fd, block)
+            lightio.write_all(fd, block)
     finally:
         os.close(src)
 
@@ -274,7 +260,7 @@ def _write_staged(dfd: int, path: Path, data: bytes | Path, mode: int) -> None:
         try:
             os.fchmod(fd, mode)
             if isinstance(data, bytes):
-                _write_all(fd, data)
+                lightio.write_all(fd, data)
             else:
                 _copy_into(fd, data)
             os.fsync(fd)

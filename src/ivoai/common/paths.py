@@ -1,20 +1,17 @@
-"""XDG base directories for ivoai, honouring `XDG_*_HOME` (read once per call, never cached)."""
+"""XDG base directories for ivoai, honouring `XDG_*_HOME` (read once per call, never cached).
+
+The rule itself is `lightio.xdg_root` (strings, for the import-light launch path); this module
+gives the same roots as `Path`s.
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-APP = "ivoai"
+from ivoai.common.lightio import APP, xdg_root
 
-
-def _base(var: str, default: str) -> Path:
-    value = os.environ.get(var, "")
-    # The XDG spec says relative values are invalid and must be ignored.
-    if value and os.path.isabs(value):
-        return Path(value)
-    return Path.home() / default
+__all__ = ["APP", "XdgPaths", "xdg_paths"]
 
 
 @dataclass(frozen=True)
@@ -57,8 +54,8 @@ class XdgPaths:
 def xdg_paths() -> XdgPaths:
     """Resolve ivoai's roots from the environment now."""
     return XdgPaths(
-        config=_base("XDG_CONFIG_HOME", ".config") / APP,
-        data=_base("XDG_DATA_HOME", ".local/share") / APP,
-        state=_base("XDG_STATE_HOME", ".local/state") / APP,
-        cache=_base("XDG_CACHE_HOME", ".cache") / APP,
+        config=Path(xdg_root("XDG_CONFIG_HOME", ".config")),
+        data=Path(xdg_root("XDG_DATA_HOME", ".local/share")),
+        state=Path(xdg_root("XDG_STATE_HOME", ".local/state")),
+        cache=Path(xdg_root("XDG_CACHE_HOME", ".cache")),
     )

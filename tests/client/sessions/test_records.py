@@ -116,21 +116,3 @@ def test_the_launchers_light_record_has_exactly_the_record_fields(xdg: XdgPaths,
     doc = json.loads(path.read_text())
     assert set(doc) == {f.name for f in dataclasses.fields(SessionRecord)}
     assert SessionStore(xdg).load(path.stem).to_json() == doc
-
-
-def test_light_json_matches_the_json_module() -> None:
-    from ivoai.client.sessions._lightio import json_dumps
-
-    doc = {"b": [1, 2.5, None, True, False], "a": 'q"\\\n\x01é', "c": {"z": {}, "y": []}}
-    assert json.loads(json_dumps(doc)) == doc
-    assert json_dumps(doc) == json.dumps(doc, sort_keys=True, ensure_ascii=False)
-
-
-def test_the_launch_paths_private_dirs_create_missing_ancestors_0700(tmp_path: Path) -> None:
-    from ivoai.client.sessions._lightio import open_private_dirs
-
-    os.umask(0o022)
-    root = tmp_path / "state" / "ivoai"  # a fresh home without ~/.local/state
-    os.close(open_private_dirs(str(root), "sessions"))
-    for path in (root.parent, root, root / "sessions"):
-        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path

@@ -66,9 +66,9 @@ def data_dir_from(ctx: typer.Context, *, initialize: bool = True) -> Path:
     if isinstance(found, Path):
         root = found
     else:
-        from ivoai.common.paths import xdg_paths
+        from ivoai.cli._context import client_context
 
-        root = xdg_paths().server_data_dir
+        root = client_context().paths.server_data_dir
     if initialize and not (root / "config.toml").exists():
         from ivoai.cli._output import info
         from ivoai.server.runtime.lifecycle import init_server
@@ -89,9 +89,9 @@ def server_command(root: Path, command: str) -> str:
     """
     import shlex
 
+    from ivoai.cli._context import client_context
     from ivoai.common.command import ivoai_command
-    from ivoai.common.paths import xdg_paths
 
-    default = root.absolute() == xdg_paths().server_data_dir.absolute()
+    default = root.absolute() == client_context().paths.server_data_dir.absolute()
     where = "" if default else f"--data-dir {shlex.quote(str(root.absolute()))} "
     return f"{ivoai_command()} server {where}{command}"

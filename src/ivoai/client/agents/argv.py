@@ -124,6 +124,14 @@ def _check_skill(value: str) -> str:
     return value
 
 
+# Options that take a value (`--opt VALUE` or `--opt=VALUE`): its check, and what a missing one lacks.
+_VALUE_OPTIONS = {
+    "--knowledge-source": (_check_selector, "a value"),
+    "--mcp": (_check_mcp_name, "a value"),
+    "--skill": (_check_skill, "a skill name"),
+}
+
+
 def parse_launch_args(args: list[str]) -> LaunchArgs:
     """Parse `args` (args[0] is the executor name); the first positional starts the client's arguments.
 
@@ -134,9 +142,8 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
         raise LaunchUsageError(f"expected one of: {', '.join(EXECUTOR_NAMES)}")
     executor = args[0]
     direct = no_knowledge = want_help = no_user_mcp = no_memory_hooks = False
-    selectors: list[str] = []
-    mcp_names: list[str] = []
-    skills: list[str] = []
+    values: dict[str, list[str]] = {name: [] for name in _VALUE_OPTIONS}
+    selectors, mcp_names, skills = values["--knowledge-source"], values["--mcp"], values["--skill"]
     i = 1
     while i < len(args):
         arg = args[i]
@@ -149,31 +156,19 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
             no_knowledge = True
         elif arg in ("-h", "--help"):
             want_help = True
-        elif arg == "--knowledge-source":
-            if i + 1 >= len(args):
-                raise LaunchUsageError("--knowledge-source needs a value")
-            selectors.append(_check_selector(args[i + 1]))
-            i += 1
-        elif arg.startswith("--knowledge-source="):
-            selectors.append(_check_selector(arg.partition("=")[2]))
-        elif arg == "--mcp":
-            if i + 1 >= len(args):
-                raise LaunchUsageError("--mcp needs a value")
-            mcp_names.append(_check_mcp_name(args[i + 1]))
-            i += 1
-        elif arg.startswith("--mcp="):
-            mcp_names.append(_check_mcp_name(arg.partition("=")[2]))
+        elif arg.partition("=")[0] in _VALUE_OPTIONS:
+            name, eq, value = arg.partition("=")
+            check, missing = _VALUE_OPTIONS[name]
+            if not eq:
+                if i + 1 >= len(args):
+                    raise LaunchUsageError(f"{name} needs {missing}")
+                i += 1
+                value = args[i]
+            values[name].append(check(value))
         elif arg == "--no-user-mcp":
             no_user_mcp = True
         elif arg == "--no-memory-hooks":
             no_memory_hooks = True
-        elif arg == "--skill":
-            if i + 1 >= len(args):
-                raise LaunchUsageError("--skill needs a skill name")
-            skills.append(_check_skill(args[i + 1]))
-            i += 1
-        elif arg.startswith("--skill="):
-            skills.append(_check_skill(arg.partition("=")[2]))
         elif arg.startswith("-"):
             raise LaunchUsageError(
                 f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from ivoai.common.lightio import xdg_root
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,14 +63,6 @@ EXECUTORS: dict[str, ExecutorSpec] = {
     # ivoai never accepts, so OpenCode always runs the official client unchanged.
     "opencode": ExecutorSpec("opencode", "OpenCode", "opencode", ("--version",), None, None, ()),
 }
-
-
-def xdg_root(var: str, default: str, env: Mapping[str, str] | None = None) -> str:
-    """ivoai's root below an XDG base directory (same rule as `common.paths`, without pathlib)."""
-    env = os.environ if env is None else env
-    value = env.get(var, "")
-    base = value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), default)
-    return os.path.join(base, "ivoai")
 
 
 def managed_bin_dir(env: Mapping[str, str] | None = None) -> str:

@@ -21,9 +21,11 @@ import time
 from ivoai.client.agents.argv import LaunchArgs
 from ivoai.client.agents.childenv import client_env
 from ivoai.client.agents.errors import ExecutorNotFoundError, LaunchError, SessionEndedError
-from ivoai.client.agents.executors import EXECUTORS, ExecutorSpec, discover, managed_bin_dir, xdg_root
+from ivoai.client.agents.executors import EXECUTORS, ExecutorSpec, discover, managed_bin_dir
 from ivoai.client.agents.process import Outcome, Supervisor, stop_process
+from ivoai.client.sessions.ids import new_session_id
 from ivoai.common.errors import IvoaiError, UsageError
+from ivoai.common.lightio import xdg_root
 from ivoai.common.limits import SESSION_RECORD_DEFER_SECONDS
 
 TYPE_CHECKING = False
@@ -54,7 +56,7 @@ class _Session:
         self.args = args
         self.spec = spec
         self.env = env
-        self.id = "ses_" + os.urandom(16).hex()
+        self.id = new_session_id()
         self.state_root = xdg_root("XDG_STATE_HOME", ".local/state", env)
         self.router: Any = None
         self.sources: list[Any] = []
@@ -64,11 +66,12 @@ class _Session:
         self.helper_exit: int | None = None
         self.client_origin: str | None = None  # "managed" (ivoai's pinned install) or "path" (issue 17)
         self.extension: Any = None  # `ivoai auto` (orchestration._auto.AutoExtension); see run_launch
+        self.wrap_port: int | None = None  # headroom's detached wrap proxy, stopped after the client
 
     def runtime_dir(self) -> str:
         """`$XDG_STATE_HOME/ivoai/run/<session-id>` (0700), created on first use."""
         if self.runtime is None:
-            from ivoai.client.sessions._lightio import open_private_dirs
+            from ivoai.common.lightio import open_private_dirs
 
             os.close(open_private_dirs(self.state_root, "run", self.id))
             self.runtime = os.path.join(self.state_root, "run", self.id)
@@ -114,20 +117,13 @@ def _sweep_stale(state_root: str, keep: str) -> None:
         _note(f"warning: stale session runtimes not cleaned ({getattr(exc, 'message', exc)})")
 
 
-def _has_knowledge_registry(env: Mapping[str, str]) -> bool:
-    """Cheap check before importing the router: is there a connection registry at all?"""
-    return os.path.exists(os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), "connections.json"))
-
-
 def _start_knowledge(session: _Session) -> None:
+    from ivoai.client.agents.session_extras import attach_wanted
+
     args, spec = session.args, session.spec
-    if args.no_knowledge:
-        return
-    if spec.mcp_style is None:
-        if args.selectors:
-            raise UsageError(f"{spec.display} is direct-only: ivoai cannot attach knowledge sources to it")
-        return
-    if not args.selectors and not _has_knowledge_registry(session.env):
+    if not attach_wanted(
+        spec, off=args.no_knowledge, named=args.selectors, what="knowledge sources", env=session.env
+    ):
         return
     try:
         from ivoai.client.knowledge import router as router_mod
@@ -357,98 +353,157 @@ def run_launch(
     """
     env = os.environ if env is None else env
     spec = EXECUTORS[args.executor]
+    exe_path, origin = _find_client(spec, env)
+    session = _Session(args, spec, env)
+    session.client_origin = origin
+    session.extension = extension
+    started = time.time()
+    with Supervisor() as sup:  # block signals before the router thread exists
+        try:
+            decision, path, argv, child_env = _prepare(session, sup, exe_path)
+            pid = _spawn(session, sup, path, argv, child_env, on_spawned)
+            # Built now, while the client starts (off the exit path); published only if it still
+            # runs SESSION_RECORD_DEFER_SECONDS later, else written once, ended.
+            record = _bookkeeping(session, decision, pid, started)
+            outcome = _supervise(session, sup, pid, record)
+            _record_end(session, record, decision, outcome)
+        finally:
+            if session.wrap_port is not None:  # headroom leaves its detached proxy running for 15 minutes
+                from ivoai.client.compression import headroom
+
+                headroom.stop_wrap_proxy(session.wrap_port, session.id)
+            session.close()
+    return _exit_status(session, outcome)
+
+
+def _find_client(spec: ExecutorSpec, env: Mapping[str, str]) -> tuple[str, str]:
+    """(path, "managed"|"path") of the installed client.
+
+    Raises:
+        ExecutorNotFoundError: it is not installed.
+    """
     found = discover(spec.binary, env)
     if found is None:
         raise ExecutorNotFoundError(
             f"{spec.binary} is not installed (not on PATH nor in {managed_bin_dir(env)}); "
             f"install it with `{INSTALL_HINTS[spec.name]}`"
         )
-    exe_path = found[0]
-    session = _Session(args, spec, env)
-    session.client_origin = found[1]
-    session.extension = extension
-    started = time.time()
-    with Supervisor() as sup:  # block signals before the router thread exists
-        wrap_port: int | None = None
-        try:
-            skills = _skills(session)  # issue 20: `--skill` resolved and copied before anything starts
-            _start_knowledge(session)
-            _check_cancelled(sup)
-            setting = _requested_setting(session)
-            decision, provider_args, provider_env, wrapper = _decide(session, setting, sup)
-            _check_cancelled(sup)
-            knowledge_args, knowledge_env = _knowledge_args(session)
-            ext_args, ext_env, ext_settings = [], {}, None
-            if extension is not None:
-                ext_args, ext_env = extension.client_args(session.id, session.runtime_dir(), session.router)
-                ext_settings = getattr(extension, "claude_settings", None)
-            # issue 18: user MCP servers + memory hooks, process-local; Claude's one --settings file
-            # carries the hooks and `ivoai auto`'s statusLine together.
-            extras = _session_extras(session, claude_settings=ext_settings)
-            if skills is not None:
-                knowledge_args = _with_skills(session, knowledge_args, skills)
-            extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **extras.env, **provider_env}
-            extra_env.update(ext_env)
-            client_args = [*knowledge_args, *ext_args, *extras.args, *provider_args, *args.client_args]
-            if wrapper is not None:  # headroom wrap EXECUTOR: headroom finds the client on PATH
-                from ivoai.client.compression import headroom
-                from ivoai.client.compression.caveman import free_loopback_port
+    return found
 
-                extra_env["PATH"] = os.path.dirname(exe_path) + os.pathsep + env.get("PATH", "")
-                if spec.name == "codex" and not os.path.exists(_codex_home(env)):
-                    session.codex_home_created_by_us = _codex_home(env)
-                wrap_port = free_loopback_port()
-                binary = headroom.HeadroomBinary(wrapper, "")
-                argv = headroom.wrap_argv(binary, spec.name, wrap_port, client_args)
-                path = wrapper
-            else:
-                argv = [exe_path, *client_args]
-                path = exe_path
-            child_env, stripped = client_env(env, extra_env)
-            if stripped:
-                _note(
-                    f"not passing {', '.join(stripped)} to {spec.binary}: ivoai launches subscription "
-                    "logins, never pay-as-you-go keys"
-                )
-            try:
-                pid = sup.spawn(path, argv, child_env)
-            except OSError as exc:
-                raise LaunchError(f"could not start {path}: {exc.strerror or exc}") from None
-            if on_spawned is not None:
-                on_spawned(pid)
-            if extension is not None and hasattr(extension, "started"):
-                extension.started(pid)  # issue 16: `ivoai auto`'s supervisor watches the primary
-            helper = session.proxy.pid if session.proxy is not None else None
-            # Built now, while the client starts (off the exit path); published only if it still
-            # runs SESSION_RECORD_DEFER_SECONDS later, else written once, ended.
-            record = _bookkeeping(session, decision, pid, started)
 
-            def helper_died(code: int) -> None:
-                session.helper_exit = code
+def _prepare(
+    session: _Session, sup: Supervisor, exe_path: str
+) -> tuple[Decision, str, list[str], dict[str, str]]:
+    """Every optional layer in order (skills, knowledge, compression, extension, extras), then the
+    client's decision, executable, argv and environment."""
+    skills = _skills(session)  # issue 20: `--skill` resolved and copied before anything starts
+    _start_knowledge(session)
+    _check_cancelled(sup)
+    setting = _requested_setting(session)
+    decision, provider_args, provider_env, wrapper = _decide(session, setting, sup)
+    _check_cancelled(sup)
+    client_args, extra_env = _client_args(session, skills, provider_args, provider_env)
+    path, argv = _command(session, exe_path, wrapper, client_args, extra_env)
+    child_env, stripped = client_env(session.env, extra_env)
+    if stripped:
+        _note(
+            f"not passing {', '.join(stripped)} to {session.spec.binary}: ivoai launches subscription "
+            "logins, never pay-as-you-go keys"
+        )
+    return decision, path, argv, child_env
 
-            def write_running_record() -> None:
-                _publish(session, record, "written")
 
-            outcome = sup.supervise(
-                pid,
-                helper_pid=helper,
-                on_helper_death=helper_died,
-                deferred=write_running_record,
-                defer_seconds=SESSION_RECORD_DEFER_SECONDS,
-            )
-            if helper is not None and outcome.helper_exit is not None:
-                session.proxy = None  # reaped by the supervisor
-            _record_end(session, record, decision, outcome)
-        finally:
-            if wrap_port is not None:  # headroom leaves its detached proxy running for 15 minutes
-                from ivoai.client.compression import headroom
+def _client_args(
+    session: _Session, skills: Any, provider_args: list[str], provider_env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The client's arguments and the variables ivoai adds to its environment."""
+    knowledge_args, knowledge_env = _knowledge_args(session)
+    ext_args: list[str] = []
+    ext_env: dict[str, str] = {}
+    ext_settings = None
+    if session.extension is not None:
+        ext_args, ext_env = session.extension.client_args(session.id, session.runtime_dir(), session.router)
+        ext_settings = getattr(session.extension, "claude_settings", None)
+    # issue 18: user MCP servers + memory hooks, process-local; Claude's one --settings file
+    # carries the hooks and `ivoai auto`'s statusLine together.
+    extras = _session_extras(session, claude_settings=ext_settings)
+    if skills is not None:
+        knowledge_args = _with_skills(session, knowledge_args, skills)
+    extra_env = {"IVOAI_SESSION_ID": session.id, **knowledge_env, **extras.env, **provider_env}
+    extra_env.update(ext_env)
+    client_args = [*knowledge_args, *ext_args, *extras.args, *provider_args, *session.args.client_args]
+    return client_args, extra_env
 
-                headroom.stop_wrap_proxy(wrap_port, session.id)
-            session.close()
+
+def _command(
+    session: _Session, exe_path: str, wrapper: str | None, client_args: list[str], extra_env: dict[str, str]
+) -> tuple[str, list[str]]:
+    """(executable, argv): the client itself, or `headroom wrap EXECUTOR` (which finds it on PATH)."""
+    if wrapper is None:
+        return exe_path, [exe_path, *client_args]
+    from ivoai.client.compression import headroom
+    from ivoai.client.compression.caveman import free_loopback_port
+
+    extra_env["PATH"] = os.path.dirname(exe_path) + os.pathsep + session.env.get("PATH", "")
+    if session.spec.name == "codex" and not os.path.exists(_codex_home(session.env)):
+        session.codex_home_created_by_us = _codex_home(session.env)
+    session.wrap_port = free_loopback_port()
+    binary = headroom.HeadroomBinary(wrapper, "")
+    return wrapper, headroom.wrap_argv(binary, session.spec.name, session.wrap_port, client_args)
+
+
+def _spawn(
+    session: _Session,
+    sup: Supervisor,
+    path: str,
+    argv: list[str],
+    child_env: dict[str, str],
+    on_spawned: Callable[[int], None] | None,
+) -> int:
+    """Start the client; tell the caller and the extension its PID.
+
+    Raises:
+        LaunchError: it could not be executed.
+    """
+    try:
+        pid = sup.spawn(path, argv, child_env)
+    except OSError as exc:
+        raise LaunchError(f"could not start {path}: {exc.strerror or exc}") from None
+    if on_spawned is not None:
+        on_spawned(pid)
+    if session.extension is not None and hasattr(session.extension, "started"):
+        session.extension.started(pid)  # issue 16: `ivoai auto`'s supervisor watches the primary
+    return pid
+
+
+def _supervise(session: _Session, sup: Supervisor, pid: int, record: dict[str, Any] | None) -> Outcome:
+    """Wait for the client (and watch the proxy); publish the running record if it runs long enough."""
+    helper = session.proxy.pid if session.proxy is not None else None
+
+    def helper_died(code: int) -> None:
+        session.helper_exit = code
+
+    def write_running_record() -> None:
+        _publish(session, record, "written")
+
+    outcome = sup.supervise(
+        pid,
+        helper_pid=helper,
+        on_helper_death=helper_died,
+        deferred=write_running_record,
+        defer_seconds=SESSION_RECORD_DEFER_SECONDS,
+    )
+    if helper is not None and outcome.helper_exit is not None:
+        session.proxy = None  # reaped by the supervisor
+    return outcome
+
+
+def _exit_status(session: _Session, outcome: Outcome) -> int:
+    """The client's exit status; a dead proxy ended the session, which is said once."""
     if outcome.reason == "helper_died":
         err = SessionEndedError(
-            f"the caveman proxy exited (status {outcome.helper_exit}) while {spec.binary} was running; "
-            f"session {session.id} was ended and is not restarted"
+            f"the caveman proxy exited (status {outcome.helper_exit}) while {session.spec.binary} was "
+            f"running; session {session.id} was ended and is not restarted"
         )
         _note(f"error: {err.message}")
         return outcome.exit_code or 1
@@ -492,36 +547,31 @@ def _record_start(session: _Session, decision: Decision, pid: int, started: floa
         from ivoai.client.compression.telemetry import Telemetry
 
         Telemetry(session.state_root).record(session_id=session.id, **event)
+    from ivoai.client.sessions.records import SessionRecord
+
     me = os.getpid()
     helper = session.proxy.pid if session.proxy is not None else None
-    record: dict[str, Any] = {
-        "schema": 1,
-        "id": session.id,
-        "executor": session.spec.name,
-        "state": "running",
-        "pid": me,
-        "pid_start": start_marker(me),
-        "client_pid": pid,
-        "client_start": start_marker(pid),
-        "helper_pid": helper,
-        "helper_start": start_marker(helper) if helper is not None else None,
-        "started_at": started,
-        "ended_at": None,
-        "exit_code": None,
-        "end_reason": None,
-        "requested_provider": decision.requested,
-        "effective_provider": decision.effective,
-        "provider_source": decision.source,
-        "bypass": decision.bypass,
-        "bypass_reason": decision.reason,
-        "fallback": decision.fallback,
-        "authoritative_sources": decision.authoritative_sources,
-        "knowledge_sources": [str(getattr(s, "id", "")) for s in session.sources],
-        "last_compression": event,
-        "client_origin": session.client_origin,  # which executable ran: ivoai's managed pin or PATH
-        "auto": None,
-        "ivoai_version": _version(),
-    }
+    record = SessionRecord(
+        id=session.id,
+        executor=session.spec.name,
+        pid=me,
+        pid_start=start_marker(me),
+        client_pid=pid,
+        client_start=start_marker(pid),
+        helper_pid=helper,
+        helper_start=start_marker(helper) if helper is not None else None,
+        started_at=started,
+        requested_provider=decision.requested,
+        effective_provider=decision.effective,
+        provider_source=decision.source,
+        bypass=decision.bypass,
+        bypass_reason=decision.reason,
+        fallback=decision.fallback,
+        authoritative_sources=decision.authoritative_sources,
+        knowledge_sources=[str(getattr(s, "id", "")) for s in session.sources],
+        last_compression=event,
+        client_origin=session.client_origin,  # which executable ran: ivoai's managed pin or PATH
+    ).to_json()
     if session.extension is not None:
         record.update(session.extension.record_fields())
     return record
@@ -531,7 +581,7 @@ def _publish(session: _Session, record: dict[str, Any] | None, what: str) -> boo
     """Write `record`; a failure is one warning line, never an exception."""
     if record is None:
         return False
-    from ivoai.client.sessions._lightio import publish_record
+    from ivoai.client.sessions.publish import publish_record
 
     try:
         publish_record(session.state_root, record)
@@ -539,12 +589,6 @@ def _publish(session: _Session, record: dict[str, Any] | None, what: str) -> boo
         _note(f"warning: session record not {what} ({getattr(exc, 'message', exc)})")
         return False
     return True
-
-
-def _version() -> str:
-    from ivoai import __version__
-
-    return __version__
 
 
 def _record_end(
@@ -577,10 +621,11 @@ def _record_end(
 
 def _prune_if_crowded(state_root: str) -> None:
     """Loading every record to prune is costly: only do it when the directory holds many files."""
+    from ivoai.client.sessions.publish import SESSIONS_DIR
     from ivoai.common.limits import SESSION_ENDED_KEEP
 
     try:
-        count = len(os.listdir(os.path.join(state_root, "sessions")))
+        count = len(os.listdir(os.path.join(state_root, SESSIONS_DIR)))
     except OSError:
         return
     if count <= SESSION_ENDED_KEEP + SESSION_ENDED_KEEP // 4:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 
 from ivoai.common.errors import IvoaiError, UsageError
+from ivoai.common.lightio import xdg_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,6 +98,30 @@ def _codex_config_servers(env: Mapping[str, str]) -> set[str]:
     return set(servers) if isinstance(servers, dict) else set()
 
 
+def attach_wanted(
+    spec: ExecutorSpec, *, off: bool, named: Sequence[str], what: str, env: Mapping[str, str]
+) -> bool:
+    """Should the session look for `what` (knowledge sources, MCP servers) to attach?
+
+    Not when switched off or when the client is direct-only; else when some were named, or when a
+    connection registry exists at all (a cheap check before loading it).
+
+    Raises:
+        UsageError: some were named for a direct-only client.
+    """
+    if off:
+        return False
+    if spec.mcp_style is None:
+        if named:
+            raise UsageError(f"{spec.display} is direct-only: ivoai cannot attach {what} to it")
+        return False
+    from ivoai.client.connections.files import REGISTRY_FILE
+
+    return bool(named) or os.path.exists(
+        os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), REGISTRY_FILE)
+    )
+
+
 def _user_mcp(
     spec: ExecutorSpec,
     args: LaunchArgs,
@@ -105,16 +130,7 @@ def _user_mcp(
     runtime_dir: Callable[[], str],
     note: Callable[[str], None],
 ) -> None:
-    from ivoai.client.agents.executors import xdg_root
-
-    if args.no_user_mcp:
-        return
-    if spec.mcp_style is None:
-        if args.mcp_names:
-            raise UsageError(f"{spec.display} is direct-only: ivoai cannot attach MCP servers to it")
-        return
-    registry = os.path.join(xdg_root("XDG_CONFIG_HOME", ".config", env), "connections.json")
-    if not args.mcp_names and not os.path.exists(registry):
+    if not attach_wanted(spec, off=args.no_user_mcp, named=args.mcp_names, what="MCP servers", env=env):
         return
     from ivoai.client.agents import mcp_render
     from ivoai.client.config.secrets import SecretsStore
@@ -177,8 +193,6 @@ def _user_mcp(
 def _managed_hooks_installed(client: str, env: Mapping[str, str]) -> bool:
     """Does the ownership manifest record ivoai's hooks in `client`'s own files? (one small JSON read)"""
     import json
-
-    from ivoai.client.agents.executors import xdg_root
 
     try:
         with open(
@@ -258,7 +272,7 @@ def _note_codex_trust_once(env: Mapping[str, str], note: Callable[[str], None]) 
     note("memory hooks for Codex run once you trust them: open `/hooks` in Codex (once; they never change)")
     try:
         from ivoai.client.memoryhooks.locations import HOOKS_DIR, state_root
-        from ivoai.client.sessions._lightio import open_private_dirs, write_atomic
+        from ivoai.common.lightio import open_private_dirs, write_atomic
 
         fd = open_private_dirs(state_root(env), HOOKS_DIR)
         try:

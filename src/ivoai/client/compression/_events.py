@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from ivoai.client.sessions.ids import is_session_id
 from ivoai.common.validate import is_int
 
 TYPE_CHECKING = False
@@ -74,6 +75,6 @@ def build_event(**fields: Any) -> dict[str, Any]:
     if isinstance(before, int) and isinstance(after, int) and before > 0:
         event["ratio"] = round(after / before, 4)
     session = fields.get("session_id")
-    if isinstance(session, str) and session.startswith("ses_") and len(session) == 36:
+    if is_session_id(session):
         event["session_id"] = session
     return event

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from ivoai.client.compression._events import build_event, estimate_tokens
-from ivoai.client.sessions._lightio import append_rotating, json_dumps, open_private_dirs
+from ivoai.common.lightio import append_rotating, json_dumps, open_private_dirs
 from ivoai.common.limits import TELEMETRY_EVENT_MAX_BYTES, TELEMETRY_FILE_MAX_BYTES, TELEMETRY_ROTATIONS_KEPT
 
 TYPE_CHECKING = False
@@ -30,7 +30,7 @@ TELEMETRY_FILE = "compression.ndjson"
 
 
 def _state_root() -> str:
-    from ivoai.client.agents.executors import xdg_root
+    from ivoai.common.lightio import xdg_root
 
     return xdg_root("XDG_STATE_HOME", ".local/state")
 

@@ -501,7 +501,7 @@ class Flusher:
 
 
 def _lock_fd(root: str) -> int:
-    from ivoai.client.sessions._lightio import open_private_dirs
+    from ivoai.common.lightio import open_private_dirs
 
     dir_fd = open_private_dirs(root, HOOKS_DIR)
     try:

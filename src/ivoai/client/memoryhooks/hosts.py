@@ -147,8 +147,7 @@ def ensure_wrapper(env: Mapping[str, str] | None = None) -> bool:
         UnsafePathError: the managed bin directory is a symlink, foreign-owned or not 0700.
         OSError: it could not be written.
     """
-    from ivoai.client.agents.executors import xdg_root
-    from ivoai.client.sessions._lightio import open_private_dirs
+    from ivoai.common.lightio import open_private_dirs, write_atomic, xdg_root
 
     text = wrapper_text(ivoai_argv())
     path = wrapper_path(env)
@@ -156,17 +155,7 @@ def ensure_wrapper(env: Mapping[str, str] | None = None) -> bool:
         return False
     dir_fd = open_private_dirs(xdg_root("XDG_DATA_HOME", ".local/share", env), "bin")
     try:
-        name = os.path.basename(path)
-        tmp = f".{name}.tmp-{os.urandom(8).hex()}"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700, dir_fd=dir_fd
-        )
-        try:
-            os.write(fd, text.encode())
-            os.fchmod(fd, 0o700)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        write_atomic(dir_fd, os.path.basename(path), text.encode(), mode=0o700)
     finally:
         os.close(dir_fd)
     return True

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 
-from ivoai.client.agents.executors import managed_bin_dir, xdg_root
+from ivoai.client.agents.executors import managed_bin_dir
+from ivoai.common.lightio import xdg_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -211,7 +211,7 @@ def spawn_flusher(state_root: str, env: Mapping[str, str]) -> bool:
 
     from ivoai.client.memoryhooks.locations import FLUSH_LOCK, HOOKS_DIR
     from ivoai.client.memoryhooks.state import flush_due
-    from ivoai.client.sessions._lightio import open_private_dirs
+    from ivoai.common.lightio import open_private_dirs
 
     dir_fd = open_private_dirs(state_root, HOOKS_DIR)
     try:

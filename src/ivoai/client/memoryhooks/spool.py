@@ -24,7 +24,7 @@ import os
 import time
 
 from ivoai.client.memoryhooks.locations import HOOKS_DIR, SPOOL_DIR
-from ivoai.client.sessions._lightio import open_private_dirs, write_atomic
+from ivoai.common.lightio import open_private_dirs, write_all, write_atomic
 from ivoai.common.limits import MEMORY_HOOK_SPOOL_MAX_BYTES, MEMORY_HOOK_SPOOL_SEGMENT_BYTES
 
 ACTIVE = "active.ndjson"
@@ -64,12 +64,6 @@ class _Locked:
 
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def segments(dir_fd: int) -> list[str]:
@@ -208,7 +202,7 @@ def append(
                         ACTIVE, os.O_RDWR | os.O_APPEND | os.O_CREAT | _FILE_FLAGS, 0o600, dir_fd=dir_fd
                     )
                     prefix = b""
-                _write_all(fd, prefix + line)
+                write_all(fd, prefix + line)
             finally:
                 if fd >= 0:
                     os.close(fd)

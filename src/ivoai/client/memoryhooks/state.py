@@ -17,7 +17,7 @@ import os
 import time
 
 from ivoai.client.memoryhooks.locations import HOOKS_DIR, STATE_FILE
-from ivoai.client.sessions._lightio import open_private_dirs, write_atomic
+from ivoai.common.lightio import open_private_dirs, write_atomic
 from ivoai.common.limits import MEMORY_HOOK_FLUSH_BACKOFF_MAX_SECONDS
 
 TYPE_CHECKING = False

@@ -16,6 +16,9 @@ task is retried once on a cheaper model of the same vendor; transient ones are r
 back-off. Results handed to the primary pass through governance's context guard: once they would
 fill the primary's context past the threshold, later results come in compact form with the
 deterministic summary of what came before.
+
+Split by operation: the data types are `_session_types`, what happens on worker events and limits
+`_session_events`, the documents handed out (capabilities, metadata, checkpoint) `_session_reports`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,31 +40,37 @@ from ivoai.client.governance import (
     SessionState,
     ToolSpec,
     Turn,
-    estimate_tokens,
 )
-from ivoai.client.orchestration._autoresume import RESUME_PROMPT, AutoResumer, Stalled
+from ivoai.client.orchestration._autoresume import AutoResumer, Stalled
 from ivoai.client.orchestration._brief import SharedContextBrief, worker_prefix
-from ivoai.client.orchestration._classify import LimitKind, LimitVerdict
 from ivoai.client.orchestration._errors import OrchestrationUsageError, WorkerNotFoundError
 from ivoai.client.orchestration._fuse import LaunchFuse
 from ivoai.client.orchestration._gate import GateResult, check_prompt
 from ivoai.client.orchestration._ledger import QuotaLedger
-from ivoai.client.orchestration._plan import Plan, PlanTask
-from ivoai.client.orchestration._pool import WorkerEntry, WorkerPool
+from ivoai.client.orchestration._plan import Plan
+from ivoai.client.orchestration._pool import WorkerPool
 from ivoai.client.orchestration._quota import (
-    HardLimit,
-    QuotaWindow,
     VendorQuota,
-    claude_event_hard_limit,
-    claude_event_window,
 )
 from ivoai.client.orchestration._runtime import Runtime, RuntimeFacts
-from ivoai.client.orchestration._scheduler import PlanReport, TaskDecision, decide_task, evaluate_plan
+from ivoai.client.orchestration._scheduler import PlanReport, decide_task, evaluate_plan
 from ivoai.client.orchestration._scoring import Tier
+from ivoai.client.orchestration._session_events import (
+    continue_stalled,
+    on_limit,
+    on_worker_change,
+    resume_check,
+)
+from ivoai.client.orchestration._session_reports import (
+    capabilities_view,
+    metadata_view,
+    write_primary_checkpoint,
+)
+from ivoai.client.orchestration._session_types import PlanState, SessionConfig, TaskRun, TaskState
 from ivoai.client.orchestration._settings import AutoSettings
 from ivoai.client.orchestration._state import read_state, write_state
 from ivoai.client.orchestration._worker import WorkerIO, WorkerReport
-from ivoai.client.orchestration._worker_spec import KnowledgeAccess, WorkerSpec
+from ivoai.client.orchestration._worker_spec import WorkerSpec
 from ivoai.client.workingcontext import ArtifactStore, StoreLimits
 from ivoai.common.errors import IvoaiError
 from ivoai.common.ids import random_id
@@ -76,97 +85,12 @@ from ivoai.common.limits import (
 from ivoai.common.paths import XdgPaths
 from ivoai.common.redact import redact
 
-TaskState = Literal[
-    "kept_by_primary",
-    "pending",
-    "waiting_dependencies",
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "timed_out",
-    "partial",
-    "blocked",
-]
-PlanState = Literal["none", "approved", "rejected"]
+__all__ = ["OrchestratorSession", "PlanState", "SessionConfig", "TaskRun", "TaskState"]
+
 DEPENDENCY_SUMMARY_MAX_CHARS = 1500
 # A result's evidence is re-checked (metadata, owner, TTL) at most this often: a primary polling one
 # result should not pay a directory walk per call, and a 7-day TTL does not change within a minute.
 EVIDENCE_RECHECK_SECONDS = 60.0  # what a dependent task's prompt gets of each dependency's summary
-
-
-@dataclass
-class TaskRun:
-    """A task's mutable run state (metadata only)."""
-
-    task: PlanTask
-    decision: TaskDecision
-    state: TaskState = "pending"
-    extra_tiers: int = 0
-    worker_ids: list[str] = field(default_factory=list)
-    escalations: list[dict[str, Any]] = field(default_factory=list)
-    retried_on_model_limit: bool = False
-    started_at: float | None = None
-    ended_at: float | None = None
-
-    def metadata(self) -> dict[str, Any]:
-        """What the session record may hold about this task."""
-        d = self.decision
-        return {
-            "id": d.id,
-            "role": d.role,
-            "dependencies": list(d.dependencies),
-            "score": d.score,
-            "tier": d.tier.label,
-            "benefit": d.benefit,
-            "overhead": d.overhead,
-            "delegated": d.delegated,
-            "profile": None
-            if d.profile is None
-            else {
-                "vendor": d.profile.vendor,
-                "model": d.profile.model,
-                "effort": d.profile.effort,
-                "tier_source": d.profile.tier_source,
-                "downgraded": d.profile.downgraded,
-            },
-            "state": self.state,
-            "worker_ids": list(self.worker_ids),
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "duration_seconds": None
-            if self.started_at is None or self.ended_at is None
-            else round(self.ended_at - self.started_at, 3),
-            "escalations": list(self.escalations),
-        }
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """What the launcher hands the orchestrator (the runtime file of the session)."""
-
-    session_id: str
-    planner: str
-    workdir: str
-    approve: bool = False  # `ivoai auto --yes`
-    workers: int = 2
-    knowledge: KnowledgeAccess | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    # Issue 16: the AUTO chain this primary belongs to (the first session, then each failover's);
-    # checkpoints are kept per chain and artifacts of earlier primaries of the chain stay readable.
-    chain: tuple[str, ...] = ()
-    coordinator: str = "native"  # `ruflo` when the safe-profile gate passed (see _ruflo)
-
-    @property
-    def chain_root(self) -> str:
-        """The chain's first session (the key of its checkpoint)."""
-        return self.chain[0] if self.chain else self.session_id
-
-    @property
-    def owners(self) -> tuple[str, ...]:
-        """Sessions whose artifacts this orchestrator may read: its own first, then the chain's."""
-        return (self.session_id, *(s for s in reversed(self.chain) if s != self.session_id))
 
 
 class OrchestratorSession:
@@ -221,17 +145,24 @@ class OrchestratorSession:
         self.conserved: set[str] = set()  # issue 16: vendors the user chose to spare
         self.conservation: list[dict[str, Any]] = []
         io = WorkerIO(
-            self.store, spool_root, dict(config.env), self.metrics.artifacts, self._reprobe, self._on_limit
+            self.store,
+            spool_root,
+            dict(config.env),
+            self.metrics.artifacts,
+            self._reprobe,
+            partial(on_limit, self),
         )
-        self.pool = WorkerPool(io, self.fuse, concurrency=config.workers, on_change=self._on_worker_change)
+        self.pool = WorkerPool(
+            io, self.fuse, concurrency=config.workers, on_change=partial(on_worker_change, self)
+        )
         self.resumer: AutoResumer | None = None
         if settings.resume_after_reset:
             self.resumer = AutoResumer(
                 paths,
                 config.session_id,
                 windows_max=settings.resume_windows,
-                check=self._resume_check,
-                cont=self._continue,
+                check=partial(resume_check, self),
+                cont=partial(continue_stalled, self),
                 on_change=self.persist,
             )
             previous = read_state(config.session_id, paths) or {}  # a restarted orchestrator takes over
@@ -296,80 +227,9 @@ class OrchestratorSession:
             for t in sorted(k.read_tools)
         )
 
-    # -- capabilities ---------------------------------------------------------------------------
-
     def capabilities(self) -> dict[str, Any]:
         """Clients, models with tiers, quota, limits, pool: what the primary plans against."""
-        facts = self.facts()
-        vendors = []
-        for p in facts.providers:
-            q = facts.quota.get(p.vendor)
-            models = []
-            if p.catalogue is not None:
-                models = [
-                    {
-                        "id": m.id,
-                        "tier": m.tier.label if m.tier is not None else None,
-                        "efforts": list(m.efforts),
-                        "default": m.is_default,
-                    }
-                    for m in p.catalogue.models
-                    if not m.hidden
-                ]
-            vendors.append(
-                {
-                    "vendor": p.vendor,
-                    "usable": p.worker_capable,
-                    "auth": p.auth,
-                    "version": p.client_version,
-                    "note": p.note or None,
-                    "models": models,
-                    "quota": {
-                        "state": q.state,
-                        "stale": q.stale,
-                        "pressure": q.pressure(),
-                        "hard_limit": None if q.hard_limit is None else q.hard_limit.to_dict(),
-                        "blocked_models": sorted(q.blocked_models()),
-                        "windows": [
-                            {
-                                "kind": w.kind,
-                                "model": w.model,
-                                "used_percent": w.used_percent,
-                                "resets_at": w.resets_at,
-                            }
-                            for w in q.windows
-                        ],
-                    },
-                }
-            )
-        return {
-            "session_id": self.config.session_id,
-            "planner": self.config.planner,
-            "approval": "--yes" if self.config.approve else "user",
-            "vendors": vendors,
-            "limits": {
-                "max_tasks": 12,
-                "workers": self.config.workers,
-                "workers_hard_cap": 3,
-                "wait_seconds": [AUTO_WAIT_MIN_SECONDS, AUTO_WAIT_MAX_SECONDS],
-                "escalation_reason_chars": [
-                    AUTO_ESCALATION_REASON_MIN_CHARS,
-                    AUTO_ESCALATION_REASON_MAX_CHARS,
-                ],
-                "task_bytes": 32 * 1024,
-            },
-            "roles": {
-                "research": "light",
-                "documentation": "light",
-                "implementation": "balanced",
-                "review": "strong",
-                "security": "strong",
-                "ops": "strong",
-                "synthesis": "strong",
-            },
-            "fuse": self.fuse.status(),
-            "workers": [e.summary() for e in self.pool.entries()],
-        }
+        return capabilities_view(self)
 
     # -- plan -----------------------------------------------------------------------------------
 
@@ -571,177 +431,6 @@ class OrchestratorSession:
         except WorkerNotFoundError:
             return None
 
-    # -- worker events --------------------------------------------------------------------------
-
-    def _on_worker_change(self, entry: WorkerEntry) -> None:
-        if self.lifecycle is not None:
-            if entry.state == "running":
-                self.lifecycle.started(entry.id)
-            elif entry.done:
-                self.lifecycle.ended(entry.id, entry.state)
-        with self._lock:
-            run = self.tasks.get(entry.spec.task_id)
-            if run is None or not run.worker_ids or run.worker_ids[-1] != entry.id:
-                self.persist()
-                return
-            if entry.state == "running":
-                run.state = "running"
-                run.started_at = entry.started_at
-            elif entry.done:
-                run.ended_at = entry.ended_at
-                run.state = entry.state
-                self._maybe_stalled(entry)
-                if entry.report is not None and self._retry_on_model_limit(run, entry.report):
-                    self.persist()
-                    return
-                self._release_dependents()
-            self.persist()
-
-    # -- auto-resume after reset (issue 16) ---------------------------------------------------------
-
-    def _maybe_stalled(self, entry: WorkerEntry) -> None:
-        """A worker a confirmed hard limit stopped, with a kept conversation, waits for the reset."""
-        report = entry.report
-        if (
-            self.resumer is None
-            or report is None
-            or report.limit is None
-            or report.limit.kind is not LimitKind.HARD_LIMIT
-            or not report.limit.confirmed
-            or not report.conversation_id
-        ):
-            return
-        resets = report.limit.resets_at
-        if resets is None:
-            hard = self.ledger.view().get(entry.spec.vendor).hard_limit
-            resets = hard.resets_at if hard is not None else None
-        self.resumer.add(
-            Stalled(
-                worker_id=entry.id,
-                task_id=entry.spec.task_id,
-                vendor=entry.spec.vendor,
-                model=entry.spec.model,
-                effort=entry.spec.effort,
-                tier=entry.spec.tier.label,
-                conversation=report.conversation_id,
-                resets_at=resets,
-                since=time.time(),
-            )
-        )
-
-    def _resume_check(self, vendor: str) -> tuple[bool, float | None]:
-        """Quota first: (free now?, the new reset when not). A free vendor's breaker is closed."""
-        if vendor == "claude":
-            from ivoai.client.orchestration._limitprobe import claude_quota_now
-
-            quota = claude_quota_now(self.config.env)
-        else:
-            quota = self._reprobe(vendor)
-        hard = quota.hard_limit if quota is not None else None
-        if hard is not None and hard.confirmed:
-            return False, hard.resets_at
-        with contextlib.suppress(IvoaiError, OSError):
-            self.fuse.clear(vendor)
-        return True, None
-
-    def _continue(self, stalled: Stalled) -> str:
-        """Start the continuation of a stalled worker in its own conversation; its worker ID."""
-        spec = WorkerSpec(
-            session_id=self.config.session_id,
-            task_id=stalled.task_id,
-            worker_id=random_id("wrk", 8),
-            vendor=stalled.vendor,
-            model=stalled.model,
-            effort=stalled.effort,
-            tier=Tier.parse(stalled.tier),
-            prompt=RESUME_PROMPT,
-            workdir=self.config.workdir,
-            timeout_seconds=self.settings.worker_timeout_seconds,
-            max_turns=self.settings.worker_max_turns,
-            knowledge=self.config.knowledge,
-            persist=True,
-            conversation_id=stalled.conversation if stalled.vendor == "claude" else None,
-            resume_conversation=stalled.conversation,
-        )
-        if self.worker_overrides is not None:
-            spec = self.worker_overrides(spec)
-        with self._lock:
-            run = self.tasks.get(stalled.task_id)
-            if run is not None:
-                run.worker_ids.append(spec.worker_id)
-                run.state = "queued"
-                run.started_at, run.ended_at = None, None
-            self.pool.submit(spec)
-        return spec.worker_id
-
-    def _retry_on_model_limit(self, run: TaskRun, report: WorkerReport) -> bool:
-        """A model-scoped limit: run the task once more on a cheaper model of the same vendor."""
-        if (
-            report.limit is None
-            or report.limit.kind is not LimitKind.MODEL_SCOPED
-            or run.retried_on_model_limit
-        ):
-            return False
-        facts = self.facts()
-        limited = run.decision.profile.model_tier if run.decision.profile is not None else None
-        decision = decide_task(
-            run.task,
-            self._weights(),
-            [p for p in facts.providers if p.vendor == report.vendor],
-            facts.quota.vendors,
-            prefer=report.vendor,
-            extra_tiers=run.extra_tiers,
-            cheaper_than=limited,
-        )
-        if decision.profile is None or decision.profile.model == report.model:
-            return False
-        run.retried_on_model_limit = True
-        run.decision = decision
-        self._submit(run)
-        return True
-
-    def _release_dependents(self) -> None:
-        for run in self.tasks.values():
-            if run.state != "waiting_dependencies":
-                continue
-            deps = [self.tasks[d] for d in run.decision.dependencies if d in self.tasks]
-            if any(d.state in ("failed", "cancelled", "timed_out", "blocked") for d in deps):
-                run.state = "blocked"
-            elif all(d.state in ("succeeded", "kept_by_primary") for d in deps):
-                self._submit(run)
-
-    def _on_limit(self, vendor: str, verdict: LimitVerdict, infos: list[dict[str, Any]]) -> None:
-        """Record what a worker learned about quota; act on confirmed and model-scoped limits."""
-        now = time.time()
-        try:
-            if vendor == "claude" and infos:
-                windows = [w for w in (claude_event_window(i, now) for i in infos) if w is not None]
-                hard = next((h for h in (claude_event_hard_limit(i, now) for i in infos) if h), None)
-                self.ledger.record_windows("claude", windows, hard_limit=hard)
-            if verdict.kind is LimitKind.HARD_LIMIT and verdict.confirmed:
-                self.ledger.record_hard_limit(
-                    HardLimit(vendor, True, "worker", now, verdict.resets_at, verdict.reason)
-                )
-                self.fuse.trip(vendor, verdict.reason, until=verdict.resets_at)
-            elif verdict.kind is LimitKind.MODEL_SCOPED and verdict.model and vendor == "codex":
-                window = QuotaWindow(
-                    vendor,
-                    "weekly",
-                    None,
-                    verdict.resets_at,
-                    None,
-                    "codex_exec",
-                    now,
-                    model=verdict.model,
-                    status="rejected",
-                )
-                self.ledger.record_windows(vendor, [window])
-        except (IvoaiError, OSError):
-            pass  # the ledger is shared state; the verdict is still in the report
-        if verdict.kind is not LimitKind.NONE:
-            with self._lock:
-                self.limits = [*self.limits[-15:], {"vendor": vendor, "at": now, **verdict.to_dict()}]
-
     # -- wait / result / cancel / escalate ------------------------------------------------------
 
     def _entry_ids(
@@ -917,116 +606,17 @@ class OrchestratorSession:
         """Up to 1 MiB of one of this chain's artifacts, integrity checked."""
         return self.store.read_range(ref, session_id=self._owner(ref), offset=offset, length=length)
 
-    # -- checkpoint (issue 16) ------------------------------------------------------------------
-
     def checkpoint(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate and store the primary's checkpoint (refs must be this chain's artifacts).
 
         Raises:
-            CheckpointRefusedError: control bytes, secret-shaped text, size, or a ref that is not an
-                artifact of this chain.
+            CheckpointRefusedError: see `_session_reports.write_primary_checkpoint`.
         """
-        from ivoai.client.orchestration._checkpoint import (
-            CheckpointRefusedError,
-            parse_body,
-            write_checkpoint,
-        )
-        from ivoai.client.orchestration._worktree import summarize_worktree
-
-        body = parse_body(args)
-        for i, ref in enumerate(body.refs):
-            try:
-                owner = self.store.describe(ref).session_id
-            except IvoaiError:
-                owner = None
-            if owner not in self.config.owners:
-                raise CheckpointRefusedError(
-                    f"checkpoint.refs[{i}]: {ref} is not an artifact of this session; refs name evidence "
-                    "ivoai stored (orchestration_result lists them)"
-                )
-        tree = summarize_worktree(self.config.workdir)
-        worktree = None
-        if tree.git:
-            worktree = {"branch": tree.branch, "head": tree.head, "changed": list(tree.changed_names)}
-        cp = write_checkpoint(
-            self.config.chain_root,
-            body,
-            source="primary",
-            session_id=self.config.session_id,
-            vendor=self.config.planner,
-            worktree=worktree,
-            paths=self.paths,
-        )
-        with self._lock:
-            self.last_checkpoint = {"seq": cp.seq, "written_at": cp.written_at, "source": cp.source}
-            self.persist()
-        return {
-            "chain": cp.chain,
-            "seq": cp.seq,
-            "written_at": cp.written_at,
-            "head": tree.head,
-            "next": "Checkpoint kept. A failover or `ivoai session resume|handoff|recover` starts from it; "
-            "write a new one after each milestone.",
-        }
-
-    # -- metadata -------------------------------------------------------------------------------
+        return write_primary_checkpoint(self, args)
 
     def metadata(self) -> dict[str, Any]:
         """The session's plan metadata (no task text, brief, output or environment)."""
-        entries = self.pool.entries() if hasattr(self, "pool") else []
-        reports = [e.report for e in entries if e.report is not None]
-        usage: dict[str, int] = {}
-        for r in reports:
-            for k, v in r.usage.items():
-                usage[k] = usage.get(k, 0) + v
-        costs = [r.cost_usd for r in reports if r.cost_usd is not None]
-        return {
-            "session_id": self.config.session_id,
-            "planner": self.config.planner,
-            "updated_at": time.time(),
-            "gate": None
-            if self.gate is None
-            else {"state": self.gate.state, "missing": list(self.gate.missing)},
-            "brief": None
-            if self.brief is None
-            else {"sha256": self.brief.sha256, "bytes": len(self.brief.canonical_json().encode())},
-            "plan": {
-                "version": self.plan_version,
-                "state": self.plan_state,
-                "approval": self.approval,
-                "head": getattr(self, "plan_head", None),
-                "tasks": [t.metadata() for t in self.tasks.values()],
-            },
-            "workers": [
-                e.summary()
-                | {
-                    "status": e.report.status.value if e.report else None,
-                    "models_ran": e.report.models_ran if e.report else [],
-                    "skills": e.report.skills if e.report else [],  # issue 20: names only
-                }
-                for e in entries
-            ],
-            "limits": list(self.limits),
-            "chain": list(self.config.chain) or [self.config.session_id],
-            "coordinator": self.config.coordinator,
-            "checkpoint": getattr(self, "last_checkpoint", None),
-            "resume": self._resume_metadata(),
-            "conservation": list(getattr(self, "conservation", [])),
-            "metrics": {
-                **self.metrics.to_dict(),
-                "workers": {
-                    s: sum(1 for e in entries if e.state == s)
-                    for s in ("queued", "running", "succeeded", "failed", "cancelled", "timed_out")
-                },
-                "usage": usage,
-                "cost_usd": round(sum(costs), 6) if costs else None,
-                "results_returned_tokens": sum(estimate_tokens(t.text) for t in self.returned.values()),
-            },
-        }
-
-    def _resume_metadata(self) -> dict[str, Any] | None:
-        resumer: AutoResumer | None = getattr(self, "resumer", None)
-        return resumer.metadata() if resumer is not None else None
+        return metadata_view(self)
 
     def persist(self) -> None:
         """Publish the metadata file; a failure never stops the session."""

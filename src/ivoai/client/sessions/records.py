@@ -3,49 +3,45 @@
 A record holds lifecycle metadata only (seed 002, "Session control plane"): random ID, PIDs with
 their kernel start markers, requested and effective compression provider, bypass reason, knowledge
 sources by ID and the last bounded compression result. Never prompts, client arguments, results,
-tokens or environment. Each write is an atomic private replacement (`fsio.atomic_write`); the only
-writer of a record is the ivoai process that launched the session.
+tokens or environment. Each write is an atomic private replacement (`publish.publish_record`); the
+only writer of a record is the ivoai process that launched the session.
+
+`SessionRecord` is the one declaration of the record's shape: the launcher builds its record from it
+right after its client starts, so this module imports only `dataclasses` at load time; the store's
+json, pathlib and fsio are imported by the methods that read (`SessionStore` is never used there).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any
 
 from ivoai import __version__
-from ivoai.client.sessions._lightio import publish_record
 from ivoai.client.sessions.errors import InvalidSessionIdError, SessionNotFoundError, SessionRecordError
+from ivoai.client.sessions.ids import SESSION_ID_PREFIX, check_session_id, new_session_id
 from ivoai.client.sessions.procinfo import is_same_process
-from ivoai.common.fsio import ensure_private_dir, read_private_file_or_none
+from ivoai.client.sessions.publish import publish_record
 from ivoai.common.limits import SESSION_ENDED_KEEP, SESSION_RECORD_MAX_BYTES, SESSIONS_LIST_MAX
-from ivoai.common.paths import XdgPaths, xdg_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from ivoai.common.paths import XdgPaths
+
+__all__ = [
+    "RECORD_SCHEMA",
+    "SESSION_ID_PREFIX",
+    "SessionRecord",
+    "SessionStore",
+    "check_session_id",
+    "new_session_id",
+    "now",
+]
 
 RECORD_SCHEMA = 1
-SESSION_ID_PREFIX = "ses_"
-_HEX = frozenset("0123456789abcdef")
-
-
-def new_session_id() -> str:
-    """A random opaque session ID (`ses_` + 32 hex digits), never derived from input."""
-    return SESSION_ID_PREFIX + os.urandom(16).hex()
-
-
-def check_session_id(session_id: str) -> str:
-    """Return `session_id` if ivoai could have issued it.
-
-    Raises:
-        InvalidSessionIdError: anything else (it is never used to build a path).
-    """
-    body = session_id[len(SESSION_ID_PREFIX) :]
-    if not session_id.startswith(SESSION_ID_PREFIX) or len(body) != 32 or not set(body) <= _HEX:
-        raise InvalidSessionIdError(
-            f"invalid session ID {session_id[:80]!r}: expected ses_ followed by 32 hex digits"
-        )
-    return session_id
 
 
 @dataclass
@@ -120,6 +116,8 @@ class SessionStore:
     """The directory of session records."""
 
     def __init__(self, paths: XdgPaths | None = None) -> None:
+        from ivoai.common.paths import xdg_paths
+
         self.paths = paths or xdg_paths()
         self.root = self.paths.state
         self.dir = self.paths.sessions_dir
@@ -129,7 +127,7 @@ class SessionStore:
         return self.dir / f"{check_session_id(session_id)}.json"
 
     def write(self, record: SessionRecord) -> None:
-        """Publish `record` atomically (private 0600 file in a 0700 directory; see `_lightio`)."""
+        """Publish `record` atomically (private 0600 file in a 0700 directory; see `publish`)."""
         check_session_id(record.id)
         publish_record(str(self.root), record.to_json())
 
@@ -139,6 +137,10 @@ class SessionStore:
         Raises:
             InvalidSessionIdError, SessionNotFoundError, SessionRecordError.
         """
+        import json
+
+        from ivoai.common.fsio import read_private_file_or_none
+
         path = self.path_for(session_id)
         raw = read_private_file_or_none(self.root, path, SESSION_RECORD_MAX_BYTES)
         if raw is None:
@@ -151,6 +153,8 @@ class SessionStore:
 
     def ids(self) -> list[str]:
         """IDs of stored records, newest file first (bounded by SESSIONS_LIST_MAX)."""
+        from ivoai.common.fsio import ensure_private_dir
+
         try:
             ensure_private_dir(self.root, self.dir)
             entries = list(os.scandir(self.dir))

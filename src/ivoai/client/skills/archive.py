@@ -25,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 from ivoai.client.skills.model import StagingRefused
 from ivoai.client.skills.tree import TreeWriter, check_rel
 from ivoai.common.fsio import PRIVATE_FILE_MODE
+from ivoai.common.lightio import write_all
 from ivoai.common.limits import (
     SKILL_ARCHIVE_MAX_BYTES,
     SKILL_ARCHIVE_MAX_MEMBERS,
@@ -89,9 +90,7 @@ def fetch_archive(
             if total > max_bytes:
                 raise StagingRefused(f"the archive is larger than {max_bytes} bytes")
             digest.update(chunk)
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, chunk)
         got = digest.hexdigest()
         if got != want:
             raise StagingRefused(f"SHA-256 mismatch: expected {want}, got {got}; nothing was staged")

@@ -61,22 +61,22 @@ class IndexResult:
     quarantined: list[Quarantine] = field(default_factory=list)
 
 
-def open_directory(path: str | os.PathLike[str]) -> int:
+def open_directory(path: str | os.PathLike[str], error: type[SkillError] = SkillError) -> int:
     """Open a directory without following a symlink at `path` itself.
 
     Raises:
-        SkillError: a symlink, not a directory, or missing.
+        SkillError (or `error`): a symlink, not a directory, or missing.
     """
     try:
         return os.open(path, _DIR_FLAGS)
     except FileNotFoundError:
-        raise SkillError(f"{os.fspath(path)} does not exist") from None
+        raise error(f"{os.fspath(path)} does not exist") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise SkillError(
+            raise error(
                 f"{os.fspath(path)} is a symlink or not a directory (links are never followed)"
             ) from None
-        raise SkillError(f"{os.fspath(path)} cannot be opened ({exc.strerror})") from None
+        raise error(f"{os.fspath(path)} cannot be opened ({exc.strerror})") from None
 
 
 def index_directory(

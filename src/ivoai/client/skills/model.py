@@ -32,6 +32,18 @@ class StagingRefused(SkillError):
     code = "skill_source_refused"
 
 
+class FrontMatterError(SkillError):
+    """The front matter is missing, unreadable or outside the accepted subset; the message says where."""
+
+    code = "skill_front_matter"
+
+
+class MissingSkillFile(FrontMatterError):
+    """The directory has no SKILL.md (it is not a skill directory)."""
+
+    code = "skill_file_missing"
+
+
 class Risk(enum.IntEnum):
     """How much harm following a skill could do; ordered so `max()` is the stricter one."""
 

@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ivoai.client.skills.archive import fetch_archive, is_url, normalize_sha256, stage_archive
+from ivoai.client.skills._doctor import doctor_report
+from ivoai.client.skills.archive import fetch_archive, stage_archive
 from ivoai.client.skills.builtin import BUILTINS, all_builtins
 from ivoai.client.skills.gitsource import check_commit, check_git_url, stage_git
 from ivoai.client.skills.index import IndexEntry, Quarantine, check_set, index_directory
@@ -33,55 +34,16 @@ from ivoai.client.skills.model import (
 from ivoai.client.skills.policy import PolicyResult, evaluate
 from ivoai.client.skills.registry import Registry, SkillRecord, SkillStore, Source, Version
 from ivoai.client.skills.resolver import Candidate, Catalog, Request, resolve
+from ivoai.client.skills.sources import make_source
 from ivoai.client.skills.tree import TreeFacts, TreeWriter, copy_local, tree_facts
 from ivoai.common.errors import NotFoundError, UsageError
-from ivoai.common.fsio import describe_mode
 from ivoai.common.paths import XdgPaths
 from ivoai.core.health import Health, HealthState
 from ivoai.core.skills import SkillRef
 
+__all__ = ["APPROVALS_KEPT", "InstalledSkills", "SkillService", "component_statuses", "make_source"]
+
 APPROVALS_KEPT = 8  # approved digests remembered per skill
-
-
-def make_source(
-    location: str,
-    *,
-    kind: str | None = None,
-    commit: str | None = None,
-    sha256: str | None = None,
-    subdir: str | None = None,
-) -> Source:
-    """Build and validate a source from the CLI's words (`--commit` means git, `--sha256` an archive).
-
-    Raises:
-        UsageError: contradictory or missing pins.
-        StagingRefused: an unsafe location.
-    """
-    if kind is None:
-        kind = "git" if commit else "archive" if sha256 else "dir"
-    if kind == "git":
-        if not commit:
-            raise UsageError("a git source needs --commit FULL_ID (git sources are pinned to one commit)")
-        if sha256:
-            raise UsageError("--sha256 is for archives; a git source is pinned by --commit")
-        url = location if is_url(location) or not os.path.exists(location) else os.path.abspath(location)
-        return Source("git", check_git_url(url), commit=check_commit(commit), subdir=subdir)
-    if kind == "archive":
-        if not sha256:
-            raise UsageError("an archive source needs --sha256 HEX (archives are pinned by their digest)")
-        if commit:
-            raise UsageError("--commit is for git sources; an archive is pinned by --sha256")
-        where = location if is_url(location) else os.path.abspath(location)
-        if is_url(where):
-            from ivoai.client.skills.archive import check_url
-
-            check_url(where)
-        return Source("archive", where, sha256=normalize_sha256(sha256), subdir=subdir)
-    if kind != "dir":
-        raise UsageError(f"unknown source kind {kind!r} (dir, git, archive)")
-    if commit or sha256:
-        raise UsageError("--commit and --sha256 pin git and archive sources; a local directory has neither")
-    return Source("dir", os.path.abspath(location), subdir=subdir)
 
 
 class SkillService:
@@ -515,7 +477,7 @@ class SkillService:
             active = record.active
             if previous is None or previous.digest is None:
                 raise SkillError(f"{name} has no previous version to roll back to")
-            found = self._verify(previous.digest)
+            found = self.verify_object(previous.digest)
             if found != previous.digest:
                 raise SkillError(
                     f"the stored previous version of {name} does not match its digest ({found}); "
@@ -533,7 +495,8 @@ class SkillService:
             "previous": active.digest if active else None,
         }
 
-    def _verify(self, digest: str) -> str:
+    def verify_object(self, digest: str) -> str:
+        """The digest of the tree stored under `digest`, recomputed from disk ("missing"/"unreadable: …")."""
         path = self.store.object_dir(digest)
         if not path.is_dir():
             return "missing"
@@ -623,73 +586,7 @@ class SkillService:
 
     def doctor(self) -> dict[str, Any]:
         """Read-only checks: directory modes, registry, every stored tree against its digest, resolution."""
-        problems: list[str] = []
-        warnings: list[str] = []
-        paths = [describe_mode(p) for p in (self.store.root, self.store.registry_path, self.store.objects)]
-        try:
-            registry = self.store.load()
-        except (SkillError, OSError) as exc:
-            problems.append(str(getattr(exc, "message", exc)))
-            return {
-                "schema": 1,
-                "ok": False,
-                "paths": paths,
-                "problems": problems,
-                "warnings": warnings,
-                "skills": [],
-            }
-        skills: list[dict[str, Any]] = []
-        for name in sorted(registry.skills):
-            record = registry.skills[name]
-            for version in record.versions:
-                if version.digest is None or version.state is Lifecycle.QUARANTINED:
-                    continue
-                found = self._verify(version.digest)
-                if found != version.digest:
-                    problems.append(
-                        f"{name}: the stored {version.state.value} tree does not match its digest ({found})"
-                    )
-                else:
-                    bad_mode = _loose_modes(self.store.object_dir(version.digest))
-                    if bad_mode:
-                        problems.append(f"{name}: {bad_mode}")
-            last = record.versions[-1] if record.versions else None
-            if last is not None and last.state is Lifecycle.QUARANTINED:
-                warnings.append(f"{name}: last attempt quarantined: {last.reason}")
-        try:
-            builtins = all_builtins()
-            catalog = self.catalog(registry)
-        except (SkillError, OSError) as exc:
-            problems.append(f"built-in skills: {getattr(exc, 'message', exc)}")
-            builtins, catalog = [], Catalog({})
-        for name in sorted(catalog.skills):
-            result = resolve(catalog, Request(requested=(name,)))
-            for excluded in result.excluded:
-                warnings.append(f"{name}: {excluded.name} left out: {excluded.reason}")
-            skills.append({"name": name, "usable": any(c.name == name for c in result.selected)})
-        referenced = {d[7:] for d in registry.digests()}
-        if self.store.objects.is_dir():
-            orphans = sorted(set(os.listdir(self.store.objects)) - referenced)
-            if orphans:
-                warnings.append(
-                    f"{len(orphans)} stored object(s) no skill refers to (removed by the next change)"
-                )
-        if self.store.staging.is_dir() and os.listdir(self.store.staging):
-            warnings.append("leftover staging directories (removed by the next change)")
-        for refusal in registry.quarantine[-5:]:
-            source = refusal.get("source", {})
-            warnings.append(
-                f"refused source {source.get('kind')} {source.get('location')}: {refusal.get('reason')}"
-            )
-        return {
-            "schema": 1,
-            "ok": not problems,
-            "paths": paths,
-            "builtins": [b.meta.name for b in builtins],
-            "skills": skills,
-            "problems": problems,
-            "warnings": warnings,
-        }
+        return doctor_report(self)
 
 
 class InstalledSkills:
@@ -713,21 +610,6 @@ class InstalledSkills:
 
     def get(self, name: str) -> SkillRef | None:
         return next((s for s in self.skills() if s.name == name), None)
-
-
-def _loose_modes(path: Path) -> str | None:
-    """A stored object must stay private: 0700 directories, 0600 files, no links."""
-    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
-        for name in [*dirnames, *filenames]:
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            mode = st.st_mode & 0o777
-            if os.path.islink(full):
-                return f"{full} is a symlink"
-            want = 0o700 if name in dirnames else 0o600
-            if mode != want:
-                return f"{full} has mode {mode:04o}, expected {want:04o}"
-    return None
 
 
 def component_statuses(paths: XdgPaths) -> list[Any]:

@@ -20,8 +20,10 @@ import os
 import stat
 from dataclasses import dataclass, field
 
+from ivoai.client.skills.index import open_directory
 from ivoai.client.skills.model import StagingRefused
 from ivoai.common.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from ivoai.common.lightio import write_all
 from ivoai.common.limits import (
     SKILL_FILE_MAX_BYTES,
     SKILL_PATH_MAX_BYTES,
@@ -140,9 +142,7 @@ class TreeWriter:
         except IsADirectoryError:
             raise StagingRefused(f"{rel} is both a file and a directory in the source") from None
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
         finally:
             os.close(fd)
         if looks_like_script(rel, data[:2]):
@@ -155,16 +155,7 @@ def copy_local(source: str, writer: TreeWriter, subdir: str | None = None) -> No
     Raises:
         StagingRefused: a link, special file, executable, oversize file or tree anywhere in it.
     """
-    try:
-        root = os.open(source, _DIR_FLAGS)
-    except FileNotFoundError:
-        raise StagingRefused(f"{source} does not exist") from None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise StagingRefused(
-                f"{source} is a symlink or not a directory (links are never followed)"
-            ) from None
-        raise StagingRefused(f"{source} cannot be opened ({exc.strerror})") from None
+    root = open_directory(source, StagingRefused)
     try:
         if subdir:
             for part in check_rel(subdir):

@@ -1,14 +1,18 @@
-"""Import-light private file writes for the launch path (`os`, plus `fcntl` for appends).
+"""Import-light private file I/O for the launch path and hooks (`os` only; `fcntl` for appends).
 
 `ivoai.common.fsio` is the general implementation, but it imports pathlib and secrets, which cost
-more than the whole launch budget (docs/launcher.md, "Start-up cost"). The launcher needs just
-three operations, implemented here with the same rules: every directory from the ivoai root down is
-opened with O_NOFOLLOW and must be ours with mode 0700 (created so when missing), files are 0600
-and never followed, and a record is published by an atomic rename of a private staging file.
+more than the whole launch budget (docs/launcher.md, "Start-up cost"). What the launch path, the
+memory hooks and compression telemetry need is implemented here once, with the same rules, and
+`fsio` reuses the pieces that are the same (creating missing ancestors 0700, writing a whole
+buffer): every directory from the ivoai root down is opened with O_NOFOLLOW and must be ours with
+mode 0700 (created so when missing), files are 0600 and never followed, and a document is published
+by an atomic rename of a private staging file. `xdg_root` is `common.paths`' XDG rule as strings
+(`paths.xdg_paths` is built on it), and `json_dumps` renders exactly what `common.jsonio.dumps`
+does for the types it accepts, without importing `json`.
 
-Unlike `fsio.atomic_write` these writes do not fsync: session records and telemetry are lifecycle
-metadata. A crash never leaves a torn file (rename is atomic); after a power loss a record may be
-older than the process it described, which its PID start marker already reports as `lost`.
+Unlike `fsio.atomic_write` these writes do not fsync: session records, telemetry and hook state are
+lifecycle metadata. A crash never leaves a torn file (rename is atomic); after a power loss a record
+may be older than the process it described, which its PID start marker already reports as `lost`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ import os
 
 from ivoai.common.errors import UnsafePathError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+APP = "ivoai"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
@@ -31,14 +40,26 @@ def _check_dir(fd: int, where: str) -> None:
         )
 
 
-def open_private_dirs(root: str, *parts: str) -> int:
-    """Open (creating 0700 where missing) `root/parts…` without following links; return its fd.
+def xdg_root(var: str, default: str, env: Mapping[str, str] | None = None) -> str:
+    """ivoai's root below the XDG base directory `var` (`default` below the home when unset).
 
-    Raises:
-        UnsafePathError: a component is a symlink, not a directory, foreign-owned or not 0700.
+    The XDG spec says relative values are invalid and must be ignored. Read from `env` (default
+    `os.environ`) at each call, never cached.
     """
-    missing = []  # the root and any missing ancestors, created 0700 (XDG), not os.makedirs' 0755
-    current = os.path.abspath(root)
+    env = os.environ if env is None else env
+    value = env.get(var, "")
+    base = value if value and os.path.isabs(value) else os.path.join(os.path.expanduser("~"), default)
+    return os.path.join(base, APP)
+
+
+def makedirs_private(path: str) -> None:
+    """Create `path` and every missing ancestor with mode 0700; existing directories are left alone.
+
+    `os.makedirs` gives intermediate directories the umask's default (usually 0755); the XDG base
+    directory spec asks for 0700 on any directory created this way.
+    """
+    missing = []
+    current = os.path.abspath(path)
     while not os.path.lexists(current) and os.path.dirname(current) != current:
         missing.append(current)
         current = os.path.dirname(current)
@@ -47,6 +68,22 @@ def open_private_dirs(root: str, *parts: str) -> int:
             os.mkdir(directory, 0o700)
         except FileExistsError:
             pass
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (os.write may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def open_private_dirs(root: str, *parts: str) -> int:
+    """Open (creating 0700 where missing) `root/parts…` without following links; return its fd.
+
+    Raises:
+        UnsafePathError: a component is a symlink, not a directory, foreign-owned or not 0700.
+    """
+    makedirs_private(root)  # the root and any missing ancestors
     try:
         fd = os.open(root, _DIR_FLAGS)
     except OSError as exc:
@@ -73,17 +110,20 @@ def open_private_dirs(root: str, *parts: str) -> int:
         raise
 
 
-def write_atomic(dir_fd: int, name: str, data: bytes) -> None:
-    """Publish `data` as `name` in `dir_fd` via a private 0600 staging file and an atomic rename."""
+def write_atomic(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Publish `data` as `name` in `dir_fd` via a private staging file and an atomic rename.
+
+    The file gets `mode` exactly (0600 by default; 0700 for an executable wrapper), whatever the umask.
+    """
     tmp = f".{name}.tmp-{os.urandom(8).hex()}"
     fd = os.open(
-        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
     )
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            if mode != 0o600:
+                os.fchmod(fd, mode)
+            write_all(fd, data)
         finally:
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -170,27 +210,3 @@ def json_dumps(value: object) -> str:
                 raise TypeError("JSON object keys must be strings")
         return "{" + ", ".join(f"{_string(k)}: {json_dumps(v)}" for k, v in items) + "}"
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
-SESSIONS_DIR = "sessions"
-
-
-def publish_record(state_root: str, doc: dict[str, object]) -> None:
-    """Write a session record document as `<state>/sessions/<id>.json` (private, atomic).
-
-    Raises:
-        UnsafePathError: an unsafe directory on the way; ValueError: an ID ivoai could not have issued.
-    """
-    sid = doc.get("id")
-    if not (
-        isinstance(sid, str)
-        and len(sid) == 36
-        and sid.startswith("ses_")
-        and set(sid[4:]) <= set("0123456789abcdef")
-    ):
-        raise ValueError("invalid session ID")
-    fd = open_private_dirs(state_root, SESSIONS_DIR)
-    try:
-        write_atomic(fd, f"{sid}.json", (json_dumps(doc) + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
