@@ -137,7 +137,7 @@ def test_a_real_bearer_token_in_prose_is_still_classified() -> None:
     "line",
     [
         'code = "connector_not_found"',
-        "TOKEN_ENV = \"IVOAI_KNOWLEDGE_TOKEN_HOOKS\"",
+        'TOKEN_ENV = "IVOAI_KNOWLEDGE_TOKEN_HOOKS"',
         "token: ivoai.client.agents.process",
         'secret_key = "settings.auth.client_secret_1"',
     ],

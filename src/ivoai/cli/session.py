@@ -172,8 +172,14 @@ def _render_auto(doc: dict[str, Any]) -> None:
     if workers:
         print_table("AUTO workers", ["worker", "task", "state", "model"], workers)
     resumes = [
-        [r["worker_id"], r["task_id"], r["vendor"], r["state"], _when(r["resets_at"]),
-         r["continued_by"] or "-"]  # fmt: skip
+        [
+            r["worker_id"],
+            r["task_id"],
+            r["vendor"],
+            r["state"],
+            _when(r["resets_at"]),
+            r["continued_by"] or "-",
+        ]  # fmt: skip
         for s in doc["sessions"]
         for r in (s.get("auto") or {}).get("resume", [])
     ]

@@ -67,9 +67,7 @@ def _prompt_seen_by_codex(argv: list[str], codex_home: Path, cwd: Path) -> str:
     return proc.stdout
 
 
-def test_codex_sees_the_users_developer_instructions_and_ivoais(
-    xdg: XdgPaths, tmp_path: Path
-) -> None:
+def test_codex_sees_the_users_developer_instructions_and_ivoais(xdg: XdgPaths, tmp_path: Path) -> None:
     enroll_unreachable_source(xdg)
     install_client(xdg, "codex")
     codex_home = _codex_home(tmp_path)

@@ -22,6 +22,7 @@ from tests.tls import self_signed_cert
 
 pytestmark = pytest.mark.timeout(60)
 
+
 async def post(transport: Http11Transport, url: str, body: bytes = b'{"q":1}') -> httpx2.Response:
     request = httpx2.Request("POST", url + "/mcp", headers={"content-type": "application/json"}, content=body)
     response = await transport.handle_async_request(request)

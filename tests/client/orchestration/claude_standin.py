@@ -56,9 +56,7 @@ def _run_hooks(settings: dict[str, Any], event: str, payload: dict[str, Any]) ->
                 subprocess.run(hook["command"], shell=True, input=data, check=False, timeout=30)
 
 
-def _stop_failure(
-    argv: list[str], settings: dict[str, Any], settings_path: str, spec: dict[str, Any]
-) -> int:
+def _stop_failure(argv: list[str], settings: dict[str, Any], settings_path: str, spec: dict[str, Any]) -> int:
     sid = "00000000-0000-4000-8000-000000000000"
     if "--session-id" in argv:
         sid = argv[argv.index("--session-id") + 1]

@@ -73,8 +73,8 @@ def _finish(session: OrchestratorSession, task_ids: list[str]) -> None:
         states = session.pool.wait(None, mode="all", timeout=5)
         with session._lock:  # a finished worker's follow-up (retry, dependents) happens under this lock
             finished = all(
-            session.tasks[t].state not in ("queued", "running", "waiting_dependencies", "pending")
-            for t in task_ids
+                session.tasks[t].state not in ("queued", "running", "waiting_dependencies", "pending")
+                for t in task_ids
             )
         if finished:
             return

@@ -308,7 +308,7 @@ def hook_command(
 
     from ivoai.common.errors import ValidationError
 
-    text = _read_input(file, "paste one JSON event or {\"events\": [...]}")
+    text = _read_input(file, 'paste one JSON event or {"events": [...]}')
     try:
         payload = json.loads(text)
     except ValueError as exc:

@@ -78,7 +78,6 @@ class KeySpec:
             return number
         return raw
 
-
     def problem(self, value: object) -> str | None:
         """Why a value read from config.toml is not allowed (naming the allowed values), or None.
 

@@ -338,7 +338,6 @@ class OwnershipManifest:
             self._write(kept)
             return True
 
-
     # ---- integrations: exact edits ivoai made to third-party configuration files (issue 18) ----
     # See the block at the end of this module for the record format.
 

@@ -269,9 +269,7 @@ async def _conserve(call: ToolCall, report: Any) -> list[str]:
                 ):
                     schema = {
                         "type": "object",
-                        "properties": {
-                            "conserve": {"type": "boolean", "title": f"Conserve {window.vendor}"}
-                        },
+                        "properties": {"conserve": {"type": "boolean", "title": f"Conserve {window.vendor}"}},
                         "required": ["conserve"],
                     }
                     question = (

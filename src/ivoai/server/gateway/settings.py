@@ -62,9 +62,7 @@ def normalize_public_url(value: str, what: str = "--public-url") -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationError(f"{what}: expected https://HOST[:PORT], got {value!r}")
     if parts.username or parts.password or parts.query or parts.fragment or parts.path not in ("", "/"):
-        raise ValidationError(
-            f"{what}: must be a bare origin without path, query or credentials: {value!r}"
-        )
+        raise ValidationError(f"{what}: must be a bare origin without path, query or credentials: {value!r}")
     if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         raise ValidationError(f"{what}: plain http is allowed only for a loopback host; use https://")
     host = parts.hostname.lower()
@@ -155,7 +153,5 @@ def parse_proxies(
         try:
             out.append(ipaddress.ip_network(value.strip(), strict=False))
         except ValueError:
-            raise ValidationError(
-                f"{what}: {value!r} is not an IP network like 10.0.0.0/8"
-            ) from None
+            raise ValidationError(f"{what}: {value!r} is not an IP network like 10.0.0.0/8") from None
     return tuple(out)
