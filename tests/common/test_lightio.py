@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from ivoai.common import jsonio
 from ivoai.common.errors import UnsafePathError
 from ivoai.common.lightio import json_dumps, open_private_dirs, write_atomic, xdg_root
 from ivoai.common.paths import xdg_paths
+from tests.probe import run_bare
 
 
 def test_light_json_matches_the_json_module() -> None:
@@ -82,6 +81,5 @@ def test_write_atomic_gives_the_mode_asked_whatever_the_umask(tmp_path: Path) ->
 
 def test_importing_lightio_loads_nothing_heavy() -> None:
     code = "import sys, ivoai.common.lightio; print(' '.join(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     banned = {"json", "re", "pathlib", "dataclasses", "typing", "secrets", "fcntl", "contextlib"}
-    assert sorted({m.split(".")[0] for m in out.stdout.split()} & banned) == []
+    assert sorted({m.split(".")[0] for m in run_bare(code).split()} & banned) == []
