@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,17 @@ def test_commands_use_the_invocations_roots(xdg: XdgPaths, cli: IvoaiRunner) -> 
     result = cli("session", "list", "--json")
     assert result.code == 0
     assert xdg.sessions_dir.is_dir()  # listing creates the private sessions directory below this state root
+
+
+def test_uninstall_and_monitor_take_their_roots_from_the_invocations_context(
+    xdg: XdgPaths, tmp_path: Path, cli: IvoaiRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = XdgPaths(*(tmp_path / "ctx" / name / "ivoai" for name in ("config", "data", "state", "cache")))
+    other.data.mkdir(parents=True)
+    monkeypatch.setattr("ivoai.cli._context.client_context", lambda: ClientContext(paths=other))
+    result = cli("uninstall", "--dry-run", "--json")
+    assert result.code == 0
+    roots = [i["path"] for i in json.loads(result.out)["items"] if i["kind"] == "root"]
+    assert roots == [str(other.data)]  # the environment's data root (xdg) has no files: not listed
+    assert cli("monitor", "--json").code == 0
+    assert other.sessions_dir.is_dir() and not xdg.sessions_dir.exists()

@@ -72,28 +72,34 @@ def _render_results(results: list[Any], json_out: bool) -> None:
 @hooks_app.command("install")
 def install_command(client: str | None = CLIENT_OPT, json_out: bool = JSON_OPT) -> None:
     """Add ivoai's hooks to the clients' own configuration (for running codex/claude directly)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.install import install
 
-    _render_results([install(c) for c in _clients(client)], json_out)
+    paths = client_context().paths
+    _render_results([install(c, paths) for c in _clients(client)], json_out)
 
 
 @hooks_app.command("repair")
 def repair_command(client: str | None = CLIENT_OPT, json_out: bool = JSON_OPT) -> None:
     """Rewrite a stale wrapper; re-add missing or altered hooks (intact ones keep their trust)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.install import repair
 
-    _render_results([repair(c) for c in _clients(client)], json_out)
+    paths = client_context().paths
+    _render_results([repair(c, paths) for c in _clients(client)], json_out)
 
 
 @hooks_app.command("uninstall")
 def uninstall_command(client: str | None = CLIENT_OPT, json_out: bool = JSON_OPT) -> None:
     """Remove exactly what ivoai added (recorded in the ownership manifest); nothing else."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.hosts import CLIENTS
     from ivoai.client.memoryhooks.install import remove_wrapper, uninstall
 
+    paths = client_context().paths
     clients = list(CLIENTS) if client is None else _clients(client)
-    results = [uninstall(c) for c in clients]
-    remove_wrapper()
+    results = [uninstall(c, paths) for c in clients]
+    remove_wrapper(paths)
     _render_results(results, json_out)
 
 
@@ -104,11 +110,13 @@ def status_command(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Per client: installed, trusted (when the host can tell), last event sent, spool, last error."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.hosts import CLIENTS
     from ivoai.client.memoryhooks.install import status
 
+    paths = client_context().paths
     clients = list(CLIENTS) if client is None else _clients(client)
-    rows = [status(c, probe=not no_probe) for c in clients]
+    rows = [status(c, paths, probe=not no_probe) for c in clients]
     if json_out:
         print_json({"clients": rows})
         return
@@ -136,9 +144,11 @@ def status_command(
 @hooks_app.command("validate")
 def validate_command(client: str | None = CLIENT_OPT, json_out: bool = JSON_OPT) -> None:
     """Check the files, ivoai's definitions, the wrapper, and that the real client accepts them."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.install import validate
 
-    reports = [validate(c) for c in _clients(client)]
+    paths = client_context().paths
+    reports = [validate(c, paths) for c in _clients(client)]
     if json_out:
         print_json({"ok": all(r["ok"] for r in reports), "clients": reports})
     else:
@@ -154,9 +164,10 @@ def validate_command(client: str | None = CLIENT_OPT, json_out: bool = JSON_OPT)
 @hooks_app.command("flush")
 def flush_command(json_out: bool = JSON_OPT) -> None:
     """Send spooled events now (waits for a running flusher; ignores the retry backoff)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.flusher import flush_now
 
-    report = flush_now()
+    report = flush_now(client_context().paths)
     if json_out:
         print_json(report.to_dict())
     else:
@@ -180,13 +191,15 @@ def destination_command(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Where hook events from outside ivoai sessions go when several memory sources are enrolled."""
+    from ivoai.cli._context import client_context
     from ivoai.client.memoryhooks.config import get_destination, set_destination
 
+    paths = client_context().paths
     if source is not None or clear:
         if source is not None and clear:
             raise UsageError("give a SOURCE or --clear, not both")
-        set_destination(source)
-    current = get_destination()
+        set_destination(source, paths)
+    current = get_destination(paths)
     if json_out:
         print_json({"destination": current})
     else:

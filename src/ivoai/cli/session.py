@@ -113,11 +113,14 @@ def monitor_command(
     all_: bool = typer.Option(False, "--all", help="Include ended sessions."),
 ) -> None:
     """Live sessions: effective provider, bypass reason and the last compression result."""
+    from ivoai.cli._context import client_context
     from ivoai.client.sessions.monitor import snapshot
+    from ivoai.client.sessions.records import SessionStore
 
+    store = SessionStore(client_context().paths)
     shown = 0
     while True:
-        doc = snapshot(include_ended=all_)
+        doc = snapshot(store, include_ended=all_)
         if json_out and watch:
             print_ndjson(doc)
         elif json_out:
@@ -206,9 +209,10 @@ def _render_auto(doc: dict[str, Any]) -> None:
 def resume_command(session_id: str = typer.Argument(..., help="Session ID (ses_…).")) -> None:
     """Reopen the session's native conversation (same client, nothing replayed) under a supervised
     AUTO primary. Refused while it runs, when its conversation is unknown or its client is limited."""
+    from ivoai.cli._context import client_context
     from ivoai.client.orchestration._resume import resume_session
 
-    raise typer.Exit(resume_session(session_id))
+    raise typer.Exit(resume_session(session_id, paths=client_context().paths))
 
 
 @app.command("handoff")
@@ -219,9 +223,10 @@ def handoff_command(
 ) -> None:
     """Start a new conversation of --to with the session's handoff brief (<= 8 KiB: last checkpoint
     and a read-only summary of the work tree). Without --confirm the brief is shown and nothing starts."""
+    from ivoai.cli._context import client_context
     from ivoai.client.orchestration._resume import handoff_session
 
-    raise typer.Exit(handoff_session(session_id, to, confirm=confirm))
+    raise typer.Exit(handoff_session(session_id, to, confirm=confirm, paths=client_context().paths))
 
 
 @app.command("recover")
@@ -231,6 +236,7 @@ def recover_command(
 ) -> None:
     """Reconcile an interrupted, approved AUTO plan and run its open tasks again, after fresh approval.
     Refused when HEAD moved, a worker it owns still runs, or a write's outcome is uncertain."""
+    from ivoai.cli._context import client_context
     from ivoai.client.orchestration._resume import recover_session
 
     ask = None
@@ -239,4 +245,4 @@ def recover_command(
         def ask(question: str) -> bool:
             return typer.confirm(question, default=False)
 
-    raise typer.Exit(recover_session(session_id, yes=yes, ask=ask))
+    raise typer.Exit(recover_session(session_id, yes=yes, ask=ask, paths=client_context().paths))

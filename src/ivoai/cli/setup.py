@@ -30,6 +30,7 @@ def setup_command(
     ),
 ) -> None:
     """Install or repair pinned components below ivoai's data directory (idempotent)."""
+    from ivoai.cli._context import client_context
     from ivoai.client.components.api import setup
 
     report = setup(
@@ -39,6 +40,7 @@ def setup_command(
         npm_cache=npm_cache,
         wheelhouse=wheelhouse,
         skip_existing=skip_existing,
+        paths=client_context().paths,
     )
     doc = report.to_dict()
     if json_out:

@@ -16,16 +16,18 @@ def uninstall_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable report."),
 ) -> None:
     """Remove ivoai's files, managed components and the entries it wrote; keep your tools and logins."""
+    from ivoai.cli._context import client_context
     from ivoai.client.components import api
 
+    paths = client_context().paths
     if not dry_run and not yes:
         if not sys.stdin.isatty():
             raise UsageError("uninstall removes ivoai's data; pass --yes (or --dry-run to see what would go)")
-        preview = api.uninstall(dry_run=True)
+        preview = api.uninstall(dry_run=True, paths=paths)
         _render(preview.to_dict())
         if not typer.confirm("remove everything marked `remove`?", default=False):
             raise typer.Exit(1)
-    report = api.uninstall(dry_run=dry_run)
+    report = api.uninstall(dry_run=dry_run, paths=paths)
     doc = report.to_dict()
     if json_out:
         print_json(doc)

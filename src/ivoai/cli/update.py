@@ -28,6 +28,7 @@ def update_command(
     ),
 ) -> None:
     """Move installed components and ivoai's state to this version's pins and schemas, transactionally."""
+    from ivoai.cli._context import client_context
     from ivoai.client.components import api
 
     if rollback and dry_run:
@@ -35,10 +36,15 @@ def update_command(
     if force and not rollback:
         raise UsageError("--force only applies to --rollback")
     if rollback:
-        report = api.rollback(info, force=force)
+        report = api.rollback(info, force=force, paths=client_context().paths)
     else:
         report = api.update(
-            info, dry_run=dry_run, offline=offline, npm_cache=npm_cache, wheelhouse=wheelhouse
+            info,
+            dry_run=dry_run,
+            offline=offline,
+            npm_cache=npm_cache,
+            wheelhouse=wheelhouse,
+            paths=client_context().paths,
         )
     doc = report.to_dict()
     if json_out:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ivoai.client.components.installers import InstallContext
 from ivoai.client.components.manifest import TEST_MANIFEST_ENV, Manifest, load_manifest
 from ivoai.common.errors import UsageError
-from ivoai.common.paths import xdg_paths
+from ivoai.common.paths import XdgPaths, xdg_paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ def _context(
     offline: bool = False,
     npm_cache: Path | None = None,
     wheelhouse: Path | None = None,
+    paths: XdgPaths | None = None,
 ) -> tuple[InstallContext, Manifest]:
     manifest = load_manifest()
     if manifest.test_override:
@@ -37,7 +38,7 @@ def _context(
         if value is not None and not value.is_dir():
             raise UsageError(f"{flag} {value}: not a directory")
     ctx = InstallContext(
-        xdg_paths(),
+        paths or xdg_paths(),
         dict(os.environ),
         offline=offline,
         npm_cache=npm_cache.resolve() if npm_cache else None,
@@ -55,11 +56,14 @@ def setup(
     npm_cache: Path | None = None,
     wheelhouse: Path | None = None,
     skip_existing: bool = False,
+    paths: XdgPaths | None = None,
 ) -> SetupReport:
-    """`ivoai setup`."""
+    """`ivoai setup` below `paths` (default: the XDG roots of the environment)."""
     from ivoai.client.components.setup import run_setup
 
-    ctx, manifest = _context(progress, offline=offline, npm_cache=npm_cache, wheelhouse=wheelhouse)
+    ctx, manifest = _context(
+        progress, offline=offline, npm_cache=npm_cache, wheelhouse=wheelhouse, paths=paths
+    )
     return run_setup(ctx, manifest, components or None, skip_existing=skip_existing)
 
 
@@ -70,24 +74,32 @@ def update(
     offline: bool = False,
     npm_cache: Path | None = None,
     wheelhouse: Path | None = None,
+    paths: XdgPaths | None = None,
 ) -> UpdateReport:
-    """`ivoai update [--dry-run]`."""
+    """`ivoai update [--dry-run]` below `paths` (default: the XDG roots of the environment)."""
     from ivoai.client.components.update import run_update
 
-    ctx, manifest = _context(progress, offline=offline, npm_cache=npm_cache, wheelhouse=wheelhouse)
+    ctx, manifest = _context(
+        progress, offline=offline, npm_cache=npm_cache, wheelhouse=wheelhouse, paths=paths
+    )
     return run_update(ctx, manifest, dry_run=dry_run)
 
 
-def rollback(progress: Callable[[str], None], *, force: bool = False) -> UpdateReport:
-    """`ivoai update --rollback [--force]`."""
+def rollback(
+    progress: Callable[[str], None], *, force: bool = False, paths: XdgPaths | None = None
+) -> UpdateReport:
+    """`ivoai update --rollback [--force]` below `paths` (default: the environment's XDG roots)."""
     from ivoai.client.components.update import run_rollback
 
-    ctx, manifest = _context(progress)
+    ctx, manifest = _context(progress, paths=paths)
     return run_rollback(ctx, manifest, force=force)
 
 
-def uninstall(*, dry_run: bool) -> UninstallReport:
-    """`ivoai uninstall [--dry-run]` (confirmation is the CLI's job)."""
+def uninstall(*, dry_run: bool, paths: XdgPaths | None = None) -> UninstallReport:
+    """`ivoai uninstall [--dry-run]` below `paths` (default: the environment's XDG roots).
+
+    Confirmation is the CLI's job.
+    """
     from ivoai.client.components.uninstall import run_uninstall
 
-    return run_uninstall(xdg_paths(), dict(os.environ), dry_run=dry_run)
+    return run_uninstall(paths or xdg_paths(), dict(os.environ), dry_run=dry_run)
