@@ -33,6 +33,12 @@ class _OpenHow(ctypes.Structure):
 class _State:
     syscall: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
     usable = _SYS_OPENAT2 is not None
+    # One `open_how` per flag set, built once: the kernel only reads it, and building the structure
+    # and its pointer on every call was a quarter of the cost of opening a SKILL.md.
+    how: dict[int, tuple[_OpenHow, object]] = {}
+
+
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
 
 
 def _syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
@@ -47,6 +53,14 @@ def _syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
     return _State.syscall
 
 
+def _how(flags: int) -> object:
+    cached = _State.how.get(flags)
+    if cached is None:
+        how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+        cached = _State.how[flags] = (how, ctypes.byref(how))
+    return cached[1]
+
+
 def open_no_symlinks(dir_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
     """Open `rel` (relative, no `..`) below `dir_fd`; a symlink on any component is refused.
 
@@ -55,10 +69,9 @@ def open_no_symlinks(dir_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
         FileNotFoundError / OSError: as `os.open`.
     """
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
-    func = _syscall()
+    func = _State.syscall or _syscall()
     if func is not None:
-        how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-        fd = int(func(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how)))
+        fd = int(func(_SYS_OPENAT2, dir_fd, os.fsencode(rel), _how(flags), _HOW_SIZE))
         if fd >= 0:
             return fd
         err = ctypes.get_errno()
@@ -67,4 +80,5 @@ def open_no_symlinks(dir_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
         if err not in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG):
             raise OSError(err, os.strerror(err), rel)
         _State.usable = False  # this kernel or sandbox has no usable openat2: walk instead
+        _State.syscall = None
     return open_beneath(dir_fd, rel, flags)

@@ -75,27 +75,12 @@ def take_metadata(entry: Entry, values: dict[str, str | list[str]], other: set[s
         take_field(sub, values, other, " (also under `metadata`)")
 
 
-def _str(values: dict[str, str | list[str]], key: str) -> str | None:
-    value = values.get(key)
-    assert value is None or isinstance(value, str)
-    return value
-
-
-def _list(
-    values: dict[str, str | list[str]], key: str, pattern: re.Pattern[str] | None, what: str
-) -> tuple[str, ...]:
+def _list(key: str, value: list[str], pattern: re.Pattern[str] | None, what: str) -> tuple[str, ...]:
     """A list field, de-duplicated in order; each item checked against `pattern` (`what` names it)."""
-    value = values.get(key)
-    if not value:
-        return ()
-    assert isinstance(value, list)
-    if (
-        len(value) == 1
-        and pattern is not None
-        and len(value[0]) <= SKILL_VALUE_MAX_CHARS
-        and pattern.fullmatch(value[0])
-    ):
-        return (value[0],)
+    if len(value) == 1 and pattern is not None:
+        item = value[0]
+        if len(item) <= SKILL_VALUE_MAX_CHARS and pattern.fullmatch(item):
+            return (item,)
     for item in value:
         if not item:
             raise FrontMatterError(f"field `{key}`: empty item")
@@ -130,75 +115,57 @@ _LIST_PATTERNS: dict[str, tuple[re.Pattern[str] | None, str]] = {
 
 
 def to_meta(values: dict[str, str | list[str]], other: set[str]) -> SkillMeta:
-    name = _str(values, "name") or ""
-    if " " in name or "\n" in name or "\t" in name:
-        name = " ".join(name.split())
-    if not name:
-        raise FrontMatterError("missing field `name`")
-    if not valid_name(name):
-        raise FrontMatterError(
-            f"field `name`: {name[:80]!r} is not a skill name (lowercase letters, digits, single hyphens, "
-            f"at most {SKILL_NAME_MAX_CHARS} characters)"
-        )
-    description = " ".join((_str(values, "description") or "").split())
+    """Check the modelled values (scalars for "str" fields, lists for "list" fields, as `FIELDS`
+    says; the parsers guarantee the kinds) and build the `SkillMeta`.
+
+    Raises:
+        FrontMatterError: the first problem: name, description, version, risk, exclusive role, then
+            the list fields in name order.
+    """
+    scalars: dict[str, str] = {}
+    raw_lists: dict[str, list[str]] = {}
+    for key, value in values.items():
+        if isinstance(value, str):
+            scalars[key] = value
+        elif value:
+            raw_lists[key] = value
+    name = _name(scalars.get("name", ""))
+    description = " ".join(scalars.get("description", "").split())
     if not description:
         raise FrontMatterError("missing field `description`")
     if len(description) > SKILL_DESCRIPTION_MAX_CHARS:
         raise FrontMatterError(f"field `description` exceeds {SKILL_DESCRIPTION_MAX_CHARS} characters")
-    version = _str(values, "version")
+    version = scalars.get("version")
     if version is not None:
         version = version.strip()
         if len(version) > SKILL_VALUE_MAX_CHARS or not _VERSION.fullmatch(version):
             raise FrontMatterError(
                 f"field `version`: {version[:40]!r} is not a version (letters, digits, . + _ ~ -)"
             )
-    risk = _str(values, "risk")
+    risk = scalars.get("risk")
     if risk is not None:
         label = _RISKS.get(risk.strip().upper())
         if label is None:
             raise FrontMatterError(f"field `risk`: {risk[:40]!r} is not one of low, moderate, high, critical")
         risk = label
-    exclusive = _str(values, "exclusive-role")
+    exclusive = scalars.get("exclusive-role")
     if exclusive is not None and not _ROLE.fullmatch(exclusive):
         raise FrontMatterError(f"field `exclusive-role`: {exclusive[:40]!r} is not a role name")
     lists: dict[str, tuple[str, ...]] = {}
-    for key in sorted(values.keys() & _LIST_PATTERNS.keys()):
+    for key in sorted(raw_lists) if len(raw_lists) > 1 else raw_lists:
         pattern, what = _LIST_PATTERNS[key]
-        lists[key] = _list(values, key, pattern, what)
+        lists[key] = _list(key, raw_lists[key], pattern, what)
     executors = lists.get("executors", ())
     if executors:
-        executors = tuple(dict.fromkeys(e.lower() for e in executors))
-        for executor in executors:
-            if executor not in EXECUTORS:
-                raise FrontMatterError(
-                    f"field `executors`: unknown executor {executor[:40]!r} (known: {', '.join(EXECUTORS)})"
-                )
+        executors = _tokens("executors", executors)
     capabilities = lists.get("capabilities", ())
     if capabilities:
-        capabilities = tuple(dict.fromkeys(c.lower() for c in capabilities))
-        for cap in capabilities:
-            if not _TOKEN.fullmatch(cap):
-                raise FrontMatterError(f"field `capabilities`: {cap[:40]!r} is not a capability name")
+        capabilities = _tokens("capabilities", capabilities)
     deps = lists.get("dependencies", ())
     optional = lists.get("optional-dependencies", ())
     conflicts = lists.get("conflicts", ())
     if deps or optional or conflicts:
-        if name in deps or name in optional or name in conflicts:
-            raise FrontMatterError(
-                "fields `dependencies`, `optional-dependencies`, `conflicts`: a skill cannot name itself"
-            )
-        for label, items in (
-            ("dependencies", deps),
-            ("optional-dependencies", optional),
-            ("conflicts", conflicts),
-        ):
-            for item in items:
-                if len(item) > SKILL_NAME_MAX_CHARS:
-                    raise FrontMatterError(
-                        f"field `{label}`: {item[:80]!r} is longer than {SKILL_NAME_MAX_CHARS} characters"
-                    )
-        if optional:
-            optional = tuple(o for o in optional if o not in deps)
+        optional = _check_relations(name, deps, optional, conflicts)
     return SkillMeta(
         name,
         description,
@@ -215,3 +182,50 @@ def to_meta(values: dict[str, str | list[str]], other: set[str]) -> SkillMeta:
         exclusive,
         tuple(sorted(other)) if other else (),
     )
+
+
+def _name(name: str) -> str:
+    if " " in name or "\n" in name or "\t" in name:
+        name = " ".join(name.split())
+    if not name:
+        raise FrontMatterError("missing field `name`")
+    if not valid_name(name):
+        raise FrontMatterError(
+            f"field `name`: {name[:80]!r} is not a skill name (lowercase letters, digits, single hyphens, "
+            f"at most {SKILL_NAME_MAX_CHARS} characters)"
+        )
+    return name
+
+
+def _tokens(key: str, items: tuple[str, ...]) -> tuple[str, ...]:
+    """`executors` (known executors) and `capabilities` (capability names), lower-cased, de-duplicated."""
+    lowered = tuple(dict.fromkeys(item.lower() for item in items))
+    for item in lowered:
+        if key == "executors" and item not in EXECUTORS:
+            raise FrontMatterError(
+                f"field `executors`: unknown executor {item[:40]!r} (known: {', '.join(EXECUTORS)})"
+            )
+        if key == "capabilities" and not _TOKEN.fullmatch(item):
+            raise FrontMatterError(f"field `capabilities`: {item[:40]!r} is not a capability name")
+    return lowered
+
+
+def _check_relations(
+    name: str, deps: tuple[str, ...], optional: tuple[str, ...], conflicts: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Refuse self-references and over-long names; returns the optional dependencies not also required."""
+    if name in deps or name in optional or name in conflicts:
+        raise FrontMatterError(
+            "fields `dependencies`, `optional-dependencies`, `conflicts`: a skill cannot name itself"
+        )
+    for label, items in (
+        ("dependencies", deps),
+        ("optional-dependencies", optional),
+        ("conflicts", conflicts),
+    ):
+        for item in items:
+            if len(item) > SKILL_NAME_MAX_CHARS:
+                raise FrontMatterError(
+                    f"field `{label}`: {item[:80]!r} is longer than {SKILL_NAME_MAX_CHARS} characters"
+                )
+    return tuple(o for o in optional if o not in deps) if optional else optional
