@@ -8,6 +8,8 @@ Prints one JSON line per figure:
     of the same 1,000 SKILL.md files, once with `open(path, "rb").read(4096)` (what Python code
     would write) and once with raw `os.open`/`os.read`. ratio = reference time / index time; the
     target is >= 0.5. Medians of interleaved runs; the files are in the page cache for both.
+    Also the index's I/O alone (`index_io_only_ms`: its scan and no-follow reads, no parse) and the
+    share of the index time that is parsing and validating (`parse_share_of_index`).
   - skills_resolve_policy_12_tasks_p50_ms: policy for 1,000 indexed skills plus the resolver for a
     12-task AUTO plan (role, tier, executor and capabilities per task), p50 over the runs; target
     <= 20 ms. Reference: one pass over the 1,000 candidates per task keeping those whose roles
@@ -33,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ivoai.client.skills.frontmatter import read_front_matter
 from ivoai.client.skills.index import IndexEntry, index_directory
 from ivoai.client.skills.model import AUTO_ROLES, TIERS, UserPolicy
 from ivoai.client.skills.policy import evaluate
@@ -99,6 +102,20 @@ def read_os(paths: list[str]) -> None:
         os.close(fd)
 
 
+def read_front_matters(root: Path) -> None:
+    """The index's own I/O without its parse: the same directory scan and the same no-follow read of
+    each front matter (openat2, fstat, bounded read, close, decode). Shows how much of the index time
+    is reading and how much is parsing and validating."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(fd) as it:
+            names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        for name in names:
+            read_front_matter(fd, f"{name}/SKILL.md")
+    finally:
+        os.close(fd)
+
+
 def _both(func: object, *args: object) -> tuple[float, float]:
     """(wall, CPU) seconds of one call; CPU time (user + system of this process) is what the work
     costs, and stays meaningful when the shared machine's load makes wall time wait for a core."""
@@ -110,13 +127,14 @@ def _both(func: object, *args: object) -> tuple[float, float]:
 def bench_index(root: Path, paths: list[str], runs: int, figure: str) -> dict[str, object]:
     result = index_directory(root, max_skills=len(paths) + 1)
     assert len(result.entries) == len(paths), result.quarantined[:3]
-    wall: dict[str, list[float]] = {"index": [], "open_read": [], "os_read": []}
-    cpu: dict[str, list[float]] = {"index": [], "open_read": [], "os_read": []}
+    wall: dict[str, list[float]] = {"index": [], "open_read": [], "os_read": [], "io_only": []}
+    cpu: dict[str, list[float]] = {"index": [], "open_read": [], "os_read": [], "io_only": []}
     for _ in range(runs):
         for name, func, arg in (
             ("open_read", read_io, paths),
             ("index", index_directory, root),
             ("os_read", read_os, paths),
+            ("io_only", read_front_matters, root),
         ):
             w, c = _both(func, arg)
             wall[name].append(w)
@@ -131,6 +149,9 @@ def bench_index(root: Path, paths: list[str], runs: int, figure: str) -> dict[st
         "os_read_4k_ms": round(med["os_read"] * 1000, 2),
         "ratio_vs_open_read": round(med["open_read"] / med["index"], 3),
         "ratio_vs_os_read": round(med["os_read"] / med["index"], 3),
+        "index_io_only_ms": round(med["io_only"] * 1000, 2),
+        "io_only_ratio_vs_open_read": round(med["open_read"] / med["io_only"], 3),
+        "parse_share_of_index": round(1 - med["io_only"] / med["index"], 3),
         "cpu_index_ms": round(cmed["index"] * 1000, 2),
         "cpu_ratio_vs_open_read": round(cmed["open_read"] / cmed["index"], 3),
         "cpu_ratio_vs_os_read": round(cmed["os_read"] / cmed["index"], 3),
