@@ -114,3 +114,15 @@ def test_probe_environment_is_minimal_and_drops_payg_keys() -> None:
     }
     assert probe_env(env) == {"HOME": "/h", "PATH": "/bin"}
     assert "OPENAI_API_KEY" not in interactive_env(env) and "ANTHROPIC_API_KEY" not in interactive_env(env)
+
+
+def test_login_environment_drops_the_same_payg_variables_as_a_launched_session() -> None:
+    from ivoai.client.agents.childenv import PAYG_ENV_VARS, client_env
+    from ivoai.client.connections.official import interactive_env
+
+    env = {"HOME": "/h", "PATH": "/bin", "LANG": "C.UTF-8", "IVOAI_MCP_TOKEN_MEMORY": "t"}
+    env.update({name: "secret" for name in PAYG_ENV_VARS})
+    login = interactive_env(env)
+    assert login == {"HOME": "/h", "PATH": "/bin", "LANG": "C.UTF-8"}
+    assert login == client_env(env)[0]
+    assert "CLAUDE_CODE_OAUTH_TOKEN" not in login and "GEMINI_API_KEY" not in login

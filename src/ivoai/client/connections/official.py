@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ivoai.client.agents.childenv import client_env
 from ivoai.client.connections.errors import LoginError, OfficialClientMissingError
 from ivoai.common.limits import PROBE_TIMEOUT_SECONDS
 from ivoai.common.net import PROXY_ENV_VARS
@@ -51,7 +52,6 @@ _PROBE_ENV_ALLOW = (
     *PROXY_ENV_VARS,
 )
 # Pay-as-you-go keys silently override subscription login (PEERS.md); never pass them on.
-_PAYG_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CODEX_API_KEY")
 LOGIN_TIMEOUT_SECONDS = 15 * 60.0  # a browser login waits on a human; bounded so nothing hangs forever
 
 
@@ -73,11 +73,13 @@ def probe_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def interactive_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's environment for an interactive login, minus pay-as-you-go API keys."""
-    src = dict(os.environ if environ is None else environ)
-    for key in _PAYG_KEYS:
-        src.pop(key, None)
-    return src
+    """The user's environment for an interactive login: the environment a launched session gets.
+
+    The same pay-as-you-go variables are removed (`agents.childenv.PAYG_ENV_VARS`), including
+    `CLAUDE_CODE_OAUTH_TOKEN`: a login that quietly reused a token from the environment would
+    record nothing for the sessions ivoai launches later, which never see that variable.
+    """
+    return client_env(os.environ if environ is None else environ)[0]
 
 
 def find_binary(name: str) -> str:
