@@ -182,6 +182,17 @@ def open_private_file(
     return _verified(fd, path, expect_dir=False)
 
 
+def special_kind(mode: int) -> str | None:
+    """The name of a special file's type ("FIFO", "socket", "device node") for messages, else None."""
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device node"
+    return None
+
+
 def read_fd_bounded(fd: int, max_bytes: int, *, what: str = "file") -> bytes:
     """Read all of `fd` but refuse more than `max_bytes`.
 
@@ -250,6 +261,14 @@ def _copy_into(fd: int, source: Path) -> None:
         os.close(src)
 
 
+def _lstat_in(dfd: int, name: str) -> os.stat_result | None:
+    """`name` in the directory `dfd` as it is (a link is not followed), or None when it is absent."""
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
 def _write_staged(dfd: int, path: Path, data: bytes | Path, mode: int) -> None:
     """Stage `data` next to `path.name` in directory `dfd`, fsync, rename over it, fsync the directory."""
     tmp = f".{path.name}.tmp-{secrets.token_hex(8)}"
@@ -266,10 +285,7 @@ def _write_staged(dfd: int, path: Path, data: bytes | Path, mode: int) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        try:
-            existing = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            existing = None
+        existing = _lstat_in(dfd, path.name)
         if existing is not None and stat.S_ISDIR(existing.st_mode):
             raise UnsafePathError(f"{path} is a directory")
         os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
@@ -308,10 +324,7 @@ def atomic_write_in_dir(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        try:
-            st = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
+        st = _lstat_in(dfd, path.name)
         if st is not None and stat.S_ISLNK(st.st_mode):
             raise UnsafePathError(f"{path} is a symlink; remove it (ivoai never writes through links)")
         _write_staged(dfd, path, data, mode)

@@ -39,6 +39,11 @@ def is_alive(pid: int, marker: str) -> bool:
         return False
     if marker:
         return start_marker(pid) == marker
+    return pid_exists(pid)
+
+
+def pid_exists(pid: int) -> bool:
+    """True while some process has the number `pid` (one of another user counts: signal 0 probe)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from ivoai.client.skills.index import open_directory
 from ivoai.client.skills.model import StagingRefused
-from ivoai.common.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from ivoai.common.errors import TooLargeError
+from ivoai.common.fsio import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, read_fd_bounded, special_kind
 from ivoai.common.lightio import write_all
 from ivoai.common.limits import (
     SKILL_FILE_MAX_BYTES,
@@ -203,23 +204,12 @@ def _copy_dir(fd: int, rel: str, depth: int, writer: TreeWriter) -> None:
                 os.close(sub)
             continue
         if not stat.S_ISREG(st.st_mode):
-            raise StagingRefused(
-                f"{child} is a special file ({_kind(st.st_mode)}); only regular files are staged"
-            )
+            kind = special_kind(st.st_mode) or "not a regular file"
+            raise StagingRefused(f"{child} is a special file ({kind}); only regular files are staged")
         if st.st_nlink > 1:
             raise StagingRefused(f"{child} is a hard link ({st.st_nlink} links); only plain files are staged")
         writer.reserve(child, st.st_size, st.st_mode)
         writer.add_file(child, _read_regular(fd, name, child, st))
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    return "not a regular file"
 
 
 def _read_regular(dir_fd: int, name: str, rel: str, before: os.stat_result) -> bytes:
@@ -229,17 +219,12 @@ def _read_regular(dir_fd: int, name: str, rel: str, before: os.stat_result) -> b
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(st.st_mode):
             raise StagingRefused(f"{rel} changed while it was staged")
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            block = os.read(fd, min(1 << 20, SKILL_FILE_MAX_BYTES + 1 - total))
-            if not block:
-                break
-            total += len(block)
-            if total > SKILL_FILE_MAX_BYTES:
-                raise StagingRefused(f"{rel} grew beyond {SKILL_FILE_MAX_BYTES} bytes while it was staged")
-            chunks.append(block)
-        return b"".join(chunks)
+        try:
+            return read_fd_bounded(fd, SKILL_FILE_MAX_BYTES)
+        except TooLargeError:
+            raise StagingRefused(
+                f"{rel} grew beyond {SKILL_FILE_MAX_BYTES} bytes while it was staged"
+            ) from None
     finally:
         os.close(fd)
 

@@ -61,9 +61,22 @@ from ivoai.server.auth.scopes import WEB_DEFAULT_SCOPES, WEB_SCOPES
 
 log = logging.getLogger("ivoai.oauth")
 _Record = TypeVar("_Record", AuthCodeRecord, TokenRecord)
+_SdkToken = TypeVar("_SdkToken", AccessToken, RefreshToken)
 
 CONSENT_PATH = "/oauth/consent"
 S256_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # BASE64URL(SHA-256(verifier)) without padding
+
+
+def _sdk_token(kind: type[_SdkToken], token: str, record: TokenRecord) -> _SdkToken:
+    """A stored token record as the SDK's view of it (the grant is the token's subject)."""
+    return kind(
+        token=token,
+        client_id=record.client_id,
+        scopes=record.scopes,
+        expires_at=int(record.expires_at),
+        resource=record.resource,
+        subject=record.grant_id,
+    )
 
 
 class IvoaiClientInfo(OAuthClientInformationFull):
@@ -272,16 +285,7 @@ class IvoaiOAuthProvider:
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
         record = await self._peek_owned(self.store.peek_refresh, refresh_token, client)
-        if record is None:
-            return None
-        return RefreshToken(
-            token=refresh_token,
-            client_id=record.client_id,
-            scopes=record.scopes,
-            expires_at=int(record.expires_at),
-            resource=record.resource,
-            subject=record.grant_id,
-        )
+        return None if record is None else _sdk_token(RefreshToken, refresh_token, record)
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
@@ -290,16 +294,7 @@ class IvoaiOAuthProvider:
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         record = await anyio.to_thread.run_sync(self.store.verify_access, token)
-        if record is None:
-            return None
-        return AccessToken(
-            token=token,
-            client_id=record.client_id,
-            scopes=record.scopes,
-            expires_at=int(record.expires_at),
-            resource=record.resource,
-            subject=record.grant_id,
-        )
+        return None if record is None else _sdk_token(AccessToken, token, record)
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         await anyio.to_thread.run_sync(

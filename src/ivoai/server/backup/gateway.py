@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import GATEWAY_START_TIMEOUT_SECONDS, GATEWAY_STOP_TIMEOUT_SECONDS
+from ivoai.common.procid import pid_exists, start_marker
 from ivoai.server.datadir import ServerDataDir
 from ivoai.server.runtime.runstate import RunState, read_run_state
 
@@ -51,18 +52,8 @@ def _systemd_unit(pid: int) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours is dead for this purpose
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    # a zombie child of ours is dead for this purpose: it has no start marker
+    return pid_exists(pid) and start_marker(pid) is not None
 
 
 class GatewayControl:

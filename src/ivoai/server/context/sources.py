@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ivoai.common.errors import TooLargeError, UnsafePathError
-from ivoai.common.fsio import open_beneath, read_fd_bounded
+from ivoai.common.fsio import open_beneath, read_fd_bounded, special_kind
 from ivoai.common.limits import (
     CONTEXT_WALK_MAX_DEPTH,
     DOCUMENT_MAX_BYTES,
@@ -52,13 +52,8 @@ Discovered = Candidate | Skipped
 def _kind(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "symlink (never followed)"
-    if stat.S_ISFIFO(mode):
-        return "FIFO (not a regular file)"
-    if stat.S_ISSOCK(mode):
-        return "socket (not a regular file)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device node (not a regular file)"
-    return "not a regular file"
+    special = special_kind(mode)
+    return f"{special} (not a regular file)" if special else "not a regular file"
 
 
 def open_root(path: str) -> int:

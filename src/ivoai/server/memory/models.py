@@ -60,8 +60,8 @@ class Frontmatter(BaseModel):
     kind: Kind = "note"
 
 
-class PageSummary(BaseModel):
-    """A page without its body (what `memory_recent` lists)."""
+class PageHead(BaseModel):
+    """The fields every answer about a page version starts with: where it is, which version, what."""
 
     workspace: str
     project: str
@@ -69,6 +69,11 @@ class PageSummary(BaseModel):
     version: int
     title: str
     tags: list[str]
+
+
+class PageSummary(PageHead):
+    """A page without its body (what `memory_recent` lists)."""
+
     entities: list[str]
     kind: str
     pinned: bool
@@ -100,15 +105,9 @@ class Page(PageSummary):
         )
 
 
-class QueryHit(BaseModel):
+class QueryHit(PageHead):
     """One ranked page: identity, metadata, a short snippet and why it matched."""
 
-    workspace: str
-    project: str
-    path: str
-    version: int
-    title: str
-    tags: list[str]
     kind: str
     pinned: bool
     updated_at: datetime
