@@ -559,20 +559,11 @@ def run_auto(args: AutoArgs, env: Mapping[str, str] | None = None) -> int:
 
         gate = GateReport(planner, args.planner, gate.notes, {**gate.summary, "planner": planner})
         args = replace(args, planner=planner, client_args=())  # the first client's arguments are its own
-    return run_supervised(args, gate, settings, env)
+    return run_supervised(AutoExtension(args, gate, settings, env))
 
 
-def run_supervised(
-    args: AutoArgs,
-    gate: GateReport,
-    settings: AutoSettings,
-    env: Mapping[str, str],
-    *,
-    chain: Any = None,
-    incoming: dict[str, Any] | None = None,
-    conversation: Conversation | None = None,
-) -> int:
-    """Launch the primary under its supervisor; on a confirmed hard limit fail over (see `_failover`).
+def run_supervised(ext: AutoExtension) -> int:
+    """Launch the primary `ext` describes under its supervisor; on a confirmed hard limit fail over.
 
     Returns the exit status of the last primary, or 1 when a failover was refused (the message says
     why and when the limits reset).
@@ -583,7 +574,7 @@ def run_supervised(
     from ivoai.client.orchestration._reap import TerminalState
 
     terminal = TerminalState()
-    ext = AutoExtension(args, gate, settings, env, chain=chain, incoming=incoming, conversation=conversation)
+    args, settings, env = ext.args, ext.settings, ext.env
     while True:
         launch = LaunchArgs(
             ext.args.planner,

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ivoai.client.orchestration._auto import AutoArgs, GateReport, quota_gate, run_supervised
+from ivoai.client.orchestration._auto import AutoArgs, AutoExtension, GateReport, quota_gate, run_supervised
 from ivoai.client.orchestration._checkpoint import Checkpoint, read_checkpoint
 from ivoai.client.orchestration._errors import OrchestrationError, QuotaBlockedError
 from ivoai.client.orchestration._failover import Chain
@@ -154,15 +154,11 @@ def _launch(
     chain = Chain(sessions=list(target.chain), lease=lease)
     args = AutoArgs(vendor, yes=yes, client_args=client_args)
     try:
-        return run_supervised(
-            args,
-            gate,
-            load_settings(target.paths),
-            env,
-            chain=chain,
-            incoming=incoming,
-            conversation=conversation,
+        settings = load_settings(target.paths)
+        ext = AutoExtension(
+            args, gate, settings, env, chain=chain, incoming=incoming, conversation=conversation
         )
+        return run_supervised(ext)
     finally:
         lease.release()
 
