@@ -58,3 +58,18 @@ def print_kv(pairs: Iterable[tuple[str, Any]]) -> None:
 def info(message: str) -> None:
     """A human message on stderr (stdout stays clean for data)."""
     sys.stderr.write(redact(message) + "\n")
+
+
+def minutes_seconds(seconds: float) -> str:
+    """A duration rounded to the second: `42s`, or `3m05s` from one minute on."""
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def print_result(doc: Any, json_out: bool, *messages: str) -> None:
+    """A command's result: `doc` as JSON on stdout with `--json`, else the human `messages` on stderr."""
+    if json_out:
+        print_json(doc)
+        return
+    for message in messages:
+        info(message)

@@ -6,7 +6,6 @@ belong to the client, which Typer would parse); `auto plan` goes through the Typ
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,26 +71,7 @@ def _render(doc: dict[str, Any]) -> None:
 
 def auto_main(args: list[str]) -> int:
     """Run `ivoai auto [options] [-- ARGS]`; return the primary's exit status (or 1/2 before it ran)."""
+    from ivoai.client.agents.launch_cli import run_parsed
     from ivoai.client.orchestration._auto import USAGE, parse_auto_args, run_auto
-    from ivoai.common.errors import IvoaiError
-    from ivoai.common.redact import redact
 
-    try:
-        parsed = parse_auto_args(args)
-        if parsed.help:
-            sys.stdout.write(USAGE)
-            return 0
-        return run_auto(parsed)
-    except IvoaiError as exc:
-        sys.stderr.write(f"ivoai: error: {redact(exc.message)}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("ivoai: interrupted before the client started\n")
-        return 130
-    except Exception as exc:
-        if os.environ.get("IVOAI_DEBUG") == "1":
-            raise
-        sys.stderr.write(
-            f"ivoai: internal error: {redact(type(exc).__name__ + ': ' + str(exc))} (IVOAI_DEBUG=1)\n"
-        )
-        return 1
+    return run_parsed(args, parse_auto_args, USAGE, run_auto)

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from ivoai.cli._context import client_context
-from ivoai.cli._output import info, print_json, print_kv, print_table
+from ivoai.cli._output import info, print_json, print_kv, print_result, print_table
 from ivoai.common.errors import UsageError
 
 app = typer.Typer(
@@ -69,12 +69,11 @@ def _official(provider: str, check: bool, json_out: bool) -> None:
         "ran_login": status.ran_login,
         "binary": status.binary,
     }
-    if json_out:
-        print_json(data)
-    else:
-        info(
-            f"{provider}: logged in through the official client ({status.detail}); ivoai stores no credential"
-        )
+    print_result(
+        data,
+        json_out,
+        f"{provider}: logged in through the official client ({status.detail}); ivoai stores no credential",
+    )
 
 
 @app.command("chatgpt")
@@ -267,10 +266,9 @@ def mcp_add(
         "auth": entry.auth,
         "enabled": entry.enabled,
     }
-    if json_out:
-        print_json(view)
-    else:
-        info(f"added MCP server {entry.name} ({entry.id}) at {entry.url}; auth: {entry.auth}")
+    print_result(
+        view, json_out, f"added MCP server {entry.name} ({entry.id}) at {entry.url}; auth: {entry.auth}"
+    )
 
 
 @mcp_app.command("list")
@@ -352,13 +350,12 @@ def disconnect(
         if target is not None:
             raise UsageError("--all takes no target")
         removed = manage.disconnect_all(paths)
-        if json_out:
-            print_json({"removed": removed})
-        else:
-            info(
-                f"removed {len(removed['servers'])} server(s), {len(removed['mcp'])} MCP server(s) and "
-                f"{len(removed['official'])} official-login note(s); official logins themselves are untouched"
-            )
+        print_result(
+            {"removed": removed},
+            json_out,
+            f"removed {len(removed['servers'])} server(s), {len(removed['mcp'])} MCP server(s) and "
+            f"{len(removed['official'])} official-login note(s); official logins themselves are untouched",
+        )
         return
     if target in ("chatgpt", "claude"):
         if name is not None:

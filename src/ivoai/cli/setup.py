@@ -8,11 +8,13 @@ import typer
 
 from ivoai.cli._output import info, print_json, print_table
 
-_OFFLINE = typer.Option(False, "--offline", help="Use only --npm-cache, --wheelhouse and earlier downloads.")
-_NPM_CACHE = typer.Option(
+OFFLINE_OPT = typer.Option(
+    False, "--offline", help="Use only --npm-cache, --wheelhouse and earlier downloads."
+)
+NPM_CACHE_OPT = typer.Option(
     None, "--npm-cache", metavar="DIR", help="npm cache to install from (default: ivoai's)."
 )
-_WHEELHOUSE = typer.Option(
+WHEELHOUSE_OPT = typer.Option(
     None, "--wheelhouse", metavar="DIR", help="Directory of the pinned wheels (no index)."
 )
 
@@ -22,9 +24,9 @@ def setup_command(
         [], "--component", "-c", metavar="NAME", help="Only these (repeatable; `all` for every component)."
     ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable report."),
-    offline: bool = _OFFLINE,
-    npm_cache: Path | None = _NPM_CACHE,
-    wheelhouse: Path | None = _WHEELHOUSE,
+    offline: bool = OFFLINE_OPT,
+    npm_cache: Path | None = NPM_CACHE_OPT,
+    wheelhouse: Path | None = WHEELHOUSE_OPT,
     skip_existing: bool = typer.Option(
         False, "--skip-existing", help="Use a tool already on PATH instead of installing its pin."
     ),

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ivoai.cli._output import info, print_json, print_table
+from ivoai.cli.setup import NPM_CACHE_OPT, OFFLINE_OPT, WHEELHOUSE_OPT
 from ivoai.common.errors import UsageError
 
 
@@ -17,15 +18,9 @@ def update_command(
         False, "--force", help="With --rollback: overwrite files changed since the update."
     ),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable report."),
-    offline: bool = typer.Option(
-        False, "--offline", help="Use only local caches (see `ivoai setup --help`)."
-    ),
-    npm_cache: Path | None = typer.Option(
-        None, "--npm-cache", metavar="DIR", help="npm cache to install from."
-    ),
-    wheelhouse: Path | None = typer.Option(
-        None, "--wheelhouse", metavar="DIR", help="Directory of pinned wheels."
-    ),
+    offline: bool = OFFLINE_OPT,
+    npm_cache: Path | None = NPM_CACHE_OPT,
+    wheelhouse: Path | None = WHEELHOUSE_OPT,
 ) -> None:
     """Move installed components and ivoai's state to this version's pins and schemas, transactionally."""
     from ivoai.cli._context import client_context

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from ivoai.client.orchestration._appserver import AUTH_REQUIRED, RpcError, open_app_server
-from ivoai.client.orchestration._probes import CatalogueCache, probe_codex
+from ivoai.client.orchestration._probes import CatalogueCache, probe_vendor
 from ivoai.client.orchestration._runtime import Runtime
 from ivoai.client.orchestration._settings import AutoSettings
 from ivoai.common.paths import XdgPaths
@@ -60,7 +60,7 @@ def test_probe_of_the_real_codex_reports_logged_out_and_unknown_quota(
     xdg: XdgPaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_clients_on_path(monkeypatch)
-    probe = probe_codex(dict(os.environ), CatalogueCache(xdg))
+    probe = probe_vendor("codex", dict(os.environ), CatalogueCache(xdg))
     assert probe.facts.worker_capable and probe.facts.auth == "unauthenticated"
     assert probe.facts.client_version == "0.171.0"
     assert probe.quota is not None and probe.quota.state == "unknown" and probe.quota.windows == ()
@@ -80,7 +80,7 @@ def test_a_logged_in_read_is_normalized_and_updates_are_merged(xdg: XdgPaths) ->
             "model_list": fixture("codex_model_list.json"),
         },
     )
-    probe = probe_codex(dict(os.environ), CatalogueCache(xdg), now=1796140000.0)
+    probe = probe_vendor("codex", dict(os.environ), CatalogueCache(xdg), now=1796140000.0)
     assert probe.facts.auth == "authenticated"
     q = probe.quota
     assert q is not None and q.state == "known" and q.plan_type == "pro"

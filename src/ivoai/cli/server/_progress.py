@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ivoai.cli._output import info
+from ivoai.cli._output import info, minutes_seconds
 from ivoai.common.limits import INGEST_PROGRESS_LINE_SECONDS
 
 if TYPE_CHECKING:
@@ -38,10 +38,7 @@ def _rate(p: IngestProgress) -> str:
 
 def _eta(p: IngestProgress) -> str:
     eta = p.eta_seconds
-    if eta is None:
-        return ""
-    minutes, seconds = divmod(int(eta + 0.5), 60)
-    return f"ETA {minutes}m{seconds:02d}s" if minutes else f"ETA {seconds}s"
+    return "" if eta is None else f"ETA {minutes_seconds(eta)}"
 
 
 def describe(p: IngestProgress) -> str:

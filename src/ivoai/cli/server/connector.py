@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ivoai.cli._output import info, print_json, print_table
+from ivoai.cli._output import info, print_json, print_result, print_table
 from ivoai.cli.server import data_dir_from, server_command
 
 if TYPE_CHECKING:
@@ -52,11 +52,12 @@ def add_command(
     """Register a connector (no credentials are stored); run `ivoai server ingest` next."""
     with open_service(ctx) as svc:
         row = svc.add_connector(name, type_, str(path), embed_generated=embed_generated)
-    if json_out:
-        print_json(row.model_dump(mode="json"))
-    else:
-        info(f"connector {row.name} ({row.type}) added for {row.path}")
-        info(f"next: {server_command(data_dir_from(ctx), 'ingest --connector ' + row.name)}")
+    print_result(
+        row.model_dump(mode="json"),
+        json_out,
+        f"connector {row.name} ({row.type}) added for {row.path}",
+        f"next: {server_command(data_dir_from(ctx), 'ingest --connector ' + row.name)}",
+    )
 
 
 @app.command("list")
@@ -88,10 +89,11 @@ def set_command(
     """Change a connector's options (the next ingest, or a running server, embeds what became pending)."""
     with open_service(ctx) as svc:
         changed = svc.set_embed_generated(name, embed_generated)
-    if json_out:
-        print_json({"connector": name, "embed_generated": embed_generated, "chunks_changed": changed})
-    else:
-        info(f"connector {name}: embed_generated={str(embed_generated).lower()} ({changed} chunks changed)")
+    print_result(
+        {"connector": name, "embed_generated": embed_generated, "chunks_changed": changed},
+        json_out,
+        f"connector {name}: embed_generated={str(embed_generated).lower()} ({changed} chunks changed)",
+    )
 
 
 @app.command("remove")
@@ -103,10 +105,9 @@ def remove_command(
     """Purge a connector's vectors and catalog rows, then delete its definition."""
     with open_service(ctx) as svc:
         svc.remove_connector(name)
-    if json_out:
-        print_json({"removed": name})
-    else:
-        info(f"connector {name} removed (its documents and vectors were purged)")
+    print_result(
+        {"removed": name}, json_out, f"connector {name} removed (its documents and vectors were purged)"
+    )
 
 
 def progress_bar(enabled: bool) -> AbstractContextManager[Callable[[IngestProgress], None] | None]:

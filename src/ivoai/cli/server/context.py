@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ivoai.cli._output import info, print_json, print_kv, print_table
+from ivoai.cli._output import info, minutes_seconds, print_json, print_kv, print_result, print_table
 from ivoai.cli.server import data_dir_from
 from ivoai.cli.server.connector import open_service, progress_bar
 
@@ -106,21 +106,17 @@ def rebuild_command(
         if clear_cache:
             svc.cache.clear()
         report = svc.rebuild(progress=progress)
-    if json_out:
-        print_json(report.model_dump(mode="json"))
-    else:
-        info(
-            f"rebuilt the {report.index_backend} index: {report.documents} documents, {report.chunks} chunks "
-            f"({report.chunks_cached} vectors from the cache, {report.chunks_embedded} embedded) "
-            f"in {report.seconds:.1f}s"
-        )
+    print_result(
+        report.model_dump(mode="json"),
+        json_out,
+        f"rebuilt the {report.index_backend} index: {report.documents} documents, {report.chunks} chunks "
+        f"({report.chunks_cached} vectors from the cache, {report.chunks_embedded} embedded) "
+        f"in {report.seconds:.1f}s",
+    )
 
 
 def _eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    minutes, secs = divmod(int(seconds + 0.5), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    return "unknown" if seconds is None else minutes_seconds(seconds)
 
 
 def _embedded_line(h: HealthResponse) -> str:

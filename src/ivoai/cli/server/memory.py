@@ -26,6 +26,18 @@ app = typer.Typer(
 DOC_MAX_BYTES = MEMORY_BODY_MAX_BYTES + 64 * KIB  # a page body plus its frontmatter block
 WS_HELP = "Workspace (default: default)."
 PJ_HELP = "Project (default: default; `_global` is shared by every project of the workspace)."
+_WORKSPACE = typer.Option("default", "--workspace", "-w", help=WS_HELP)
+_PROJECT = typer.Option("default", "--project", "-p", help=PJ_HELP)
+_JSON = typer.Option(False, "--json", help="Print JSON.")
+_PATH = typer.Argument(..., help="Page path.")
+
+
+def _print(doc: object, json_out: bool, text: str) -> None:
+    """A command's result: `doc` as JSON with `--json`, else `text` on stdout."""
+    if json_out:
+        print_json(doc)
+    else:
+        sys.stdout.write(text)
 
 
 @contextmanager
@@ -67,9 +79,7 @@ def _read_input(file: str | None, prompt: str) -> str:
 
 
 @app.command("status")
-def status_command(
-    ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
+def status_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
     """Counts, database size, schema version and the last write."""
     with _service(ctx) as service:
         status = service.memory_status()
@@ -84,11 +94,11 @@ def status_command(
 def query_command(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="What to look for (plain words; search syntax is not interpreted)."),
-    workspace: str = typer.Option("default", "--workspace", "-w", help=WS_HELP),
-    project: str = typer.Option("default", "--project", "-p", help=PJ_HELP),
+    workspace: str = _WORKSPACE,
+    project: str = _PROJECT,
     limit: int = typer.Option(10, "--limit", "-n", help="Results, 1 to 100."),
     no_global: bool = typer.Option(False, "--no-global", help="Leave out the workspace's `_global` pages."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = _JSON,
 ) -> None:
     """Rank pages of one project (and `_global`) for TEXT."""
     with _service(ctx) as service:
@@ -104,10 +114,10 @@ def query_command(
 @app.command("recent")
 def recent_command(
     ctx: typer.Context,
-    workspace: str = typer.Option("default", "--workspace", "-w", help=WS_HELP),
-    project: str = typer.Option("default", "--project", "-p", help=PJ_HELP),
+    workspace: str = _WORKSPACE,
+    project: str = _PROJECT,
     limit: int = typer.Option(20, "--limit", "-n", help="Pages, 1 to 100."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = _JSON,
 ) -> None:
     """The most recently updated pages of one project, without bodies."""
     with _service(ctx) as service:
@@ -123,10 +133,10 @@ def recent_command(
 def read_command(
     ctx: typer.Context,
     path: str = typer.Argument(..., help="Page path, e.g. decisions/2026-11-auth.md."),
-    workspace: str = typer.Option("default", "--workspace", "-w", help=WS_HELP),
-    project: str = typer.Option("default", "--project", "-p", help=PJ_HELP),
+    workspace: str = _WORKSPACE,
+    project: str = _PROJECT,
     version: int | None = typer.Option(None, "--version", help="An older version (default: current)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = _JSON,
 ) -> None:
     """Print a page as Markdown with its frontmatter."""
     from ivoai.server.memory._frontmatter import render_page
@@ -146,8 +156,8 @@ def write_command(
     file: str | None = typer.Option(
         None, "--file", "-f", help="Markdown file (frontmatter allowed); `-` or absent: stdin."
     ),
-    workspace: str = typer.Option("default", "--workspace", "-w", help=WS_HELP),
-    project: str = typer.Option("default", "--project", "-p", help=PJ_HELP),
+    workspace: str = _WORKSPACE,
+    project: str = _PROJECT,
     title: str | None = typer.Option(None, "--title", help="Title (default: the first `# ` heading)."),
     tags: list[str] | None = typer.Option(None, "--tag", help="A tag (repeatable; replaces the tags)."),
     entities: list[str] | None = typer.Option(None, "--entity", help="An entity (repeatable, at most 10)."),
@@ -159,7 +169,7 @@ def write_command(
     expected_version: int | None = typer.Option(
         None, "--expected-version", help="Refuse unless the page is at this version (0: must not exist)."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = _JSON,
 ) -> None:
     """Write a new version of a page from a file or standard input."""
     from ivoai.server.memory._frontmatter import split_frontmatter
@@ -205,9 +215,7 @@ def write_command(
 
 
 @app.command("embed")
-def embed_command(
-    ctx: typer.Context, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
+def embed_command(ctx: typer.Context, json_out: bool = _JSON) -> None:
     """Embed every page without a vector (hook pages, pages written while no embedder ran).
 
     A running server does this in the background; this runs it now, here.
@@ -221,51 +229,50 @@ def embed_command(
     with _service(ctx, embed=True) as service:
         embedded = service.embed_missing()
         status = service.memory_status()
-    if json_out:
-        print_json({"embedded": embedded, "embedded_pages": status.embedded_pages, "pages": status.pages})
-        return
-    sys.stdout.write(
-        f"embedded {embedded} pages; {status.embedded_pages} of {status.pages} pages have vectors\n"
+    _print(
+        {"embedded": embedded, "embedded_pages": status.embedded_pages, "pages": status.pages},
+        json_out,
+        f"embedded {embedded} pages; {status.embedded_pages} of {status.pages} pages have vectors\n",
     )
 
 
 @app.command("delete")
 def delete_command(
     ctx: typer.Context,
-    path: str = typer.Argument(..., help="Page path."),
+    path: str = _PATH,
     confirm: str = typer.Option(..., "--confirm", help="The normalized page path again, to confirm."),
-    workspace: str = typer.Option("default", "--workspace", "-w", help=WS_HELP),
-    project: str = typer.Option("default", "--project", "-p", help=PJ_HELP),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    workspace: str = _WORKSPACE,
+    project: str = _PROJECT,
+    json_out: bool = _JSON,
 ) -> None:
     """Delete a page (a tombstone; its history is kept)."""
     with _service(ctx) as service:
         result = service.memory_delete_page(workspace, project, path, confirm)
-    if json_out:
-        print_json(result.model_dump(mode="json"))
-        return
-    sys.stdout.write(
-        f"deleted {result.workspace}/{result.project}/{result.path} (tombstone version {result.version})\n"
+    _print(
+        result.model_dump(mode="json"),
+        json_out,
+        f"deleted {result.workspace}/{result.project}/{result.path} (tombstone version {result.version})\n",
     )
 
 
 @app.command("feedback")
 def feedback_command(
     ctx: typer.Context,
-    path: str = typer.Argument(..., help="Page path."),
+    path: str = _PATH,
     useful: bool = typer.Option(..., "--useful/--not-useful", help="Was the page useful?"),
     note: str | None = typer.Option(None, "--note", help="A short note (at most 1000 characters)."),
-    workspace: str = typer.Option("default", "--workspace", "-w", help=WS_HELP),
-    project: str = typer.Option("default", "--project", "-p", help=PJ_HELP),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    workspace: str = _WORKSPACE,
+    project: str = _PROJECT,
+    json_out: bool = _JSON,
 ) -> None:
     """Vote a page useful or not; votes adjust its ranking."""
     with _service(ctx) as service:
         result = service.memory_feedback(workspace, project, path, useful, note)
-    if json_out:
-        print_json(result.model_dump(mode="json"))
-        return
-    sys.stdout.write(f"{result.path}: useful {result.useful}, not useful {result.not_useful}\n")
+    _print(
+        result.model_dump(mode="json"),
+        json_out,
+        f"{result.path}: useful {result.useful}, not useful {result.not_useful}\n",
+    )
 
 
 @app.command("export")
@@ -274,7 +281,7 @@ def export_command(
     directory: Path = typer.Argument(..., help="Target directory (created 0700; pages land in W/P/PATH)."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Only this workspace."),
     project: str | None = typer.Option(None, "--project", "-p", help="Only this project."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = _JSON,
 ) -> None:
     """Export live pages as Markdown files with frontmatter."""
     from ivoai.server.memory.documents import export_markdown
@@ -289,10 +296,11 @@ def export_command(
 
     with _service(ctx) as service:
         result = export_markdown(service, directory, workspace=workspace, project=project, on_page=progress)
-    if json_out:
-        print_json(result.model_dump(mode="json"))
-        return
-    sys.stdout.write(f"exported {result.pages} pages ({result.bytes} bytes) to {result.directory}\n")
+    _print(
+        result.model_dump(mode="json"),
+        json_out,
+        f"exported {result.pages} pages ({result.bytes} bytes) to {result.directory}\n",
+    )
 
 
 @app.command("hook")
@@ -301,7 +309,7 @@ def hook_command(
     file: str | None = typer.Option(
         None, "--file", "-f", help='JSON event or {"events": [...]}; `-`: stdin.'
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = _JSON,
 ) -> None:
     """Apply hook events from a JSON file (what agent hooks post to the server), once per key."""
     import json

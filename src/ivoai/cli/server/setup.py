@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ivoai.cli._output import info, print_json
+from ivoai.cli._output import info, print_json, print_result
 
 
 def setup_command(
@@ -62,7 +62,8 @@ def setup_command(
     for step in steps:
         info(f"  {step.action}: {step.detail}")
     done = apply(opts, root, announce=None if json_out else info)
-    if json_out:
-        print_json({"root": str(root), "mode": mode, "steps": done})
-    else:
-        info("installed; see `ivoai server status` and `ivoai server logs`")
+    print_result(
+        {"root": str(root), "mode": mode, "steps": done},
+        json_out,
+        "installed; see `ivoai server status` and `ivoai server logs`",
+    )

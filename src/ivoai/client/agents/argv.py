@@ -15,6 +15,14 @@ from ivoai.common.limits import (
     SKILLS_PER_SESSION_MAX,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+
+    from ivoai.common.errors import UsageError
+
+    ValueOptions = Mapping[str, tuple[Callable[[str], str], str]]
+
 EXECUTOR_NAMES = ("codex", "claude", "opencode")
 
 USAGE = """\
@@ -132,6 +140,60 @@ _VALUE_OPTIONS = {
 }
 
 
+_FLAGS = frozenset({"--direct", "--no-knowledge", "-h", "--help", "--no-user-mcp", "--no-memory-hooks"})
+
+
+def scan_options(
+    args: list[str],
+    start: int,
+    flags: Collection[str],
+    value_options: ValueOptions,
+    unknown: Callable[[str], UsageError],
+) -> tuple[set[str], dict[str, list[str]], int]:
+    """ivoai's own options at the front of `args[start:]`, up to `--` or the first positional.
+
+    Returns the flags seen, each value option's checked values in order (`--opt VALUE` or
+    `--opt=VALUE`; `value_options` maps it to its check and what a missing value lacks), and the
+    index where the client's own arguments start.
+
+    Raises:
+        LaunchUsageError: a value option without its value. `unknown(arg)`: an unknown option.
+    """
+    seen: set[str] = set()
+    values: dict[str, list[str]] = {name: [] for name in value_options}
+    i = start
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return seen, values, i + 1
+        name, eq, value = arg.partition("=")
+        if arg in flags:
+            seen.add(arg)
+        elif name in value_options:
+            check, missing = value_options[name]
+            if not eq:
+                if i + 1 >= len(args):
+                    raise LaunchUsageError(f"{name} needs {missing}")
+                i += 1
+                value = args[i]
+            values[name].append(check(value))
+        elif arg.startswith("-"):
+            raise unknown(arg)
+        else:
+            break  # first positional: it and everything after it belong to the client
+        i += 1
+    return seen, values, i
+
+
+def check_knowledge(selectors: list[str], no_knowledge: bool) -> tuple[str, ...]:
+    """The distinct `--knowledge-source` values, within their limit and not beside `--no-knowledge`."""
+    if len(selectors) > LAUNCH_KNOWLEDGE_SOURCES_MAX:
+        raise LaunchUsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
+    if no_knowledge and selectors:
+        raise LaunchUsageError("--no-knowledge and --knowledge-source exclude each other")
+    return tuple(dict.fromkeys(selectors))
+
+
 def parse_launch_args(args: list[str]) -> LaunchArgs:
     """Parse `args` (args[0] is the executor name); the first positional starts the client's arguments.
 
@@ -141,61 +203,32 @@ def parse_launch_args(args: list[str]) -> LaunchArgs:
     if not args or args[0] not in EXECUTOR_NAMES:
         raise LaunchUsageError(f"expected one of: {', '.join(EXECUTOR_NAMES)}")
     executor = args[0]
-    direct = no_knowledge = want_help = no_user_mcp = no_memory_hooks = False
-    values: dict[str, list[str]] = {name: [] for name in _VALUE_OPTIONS}
-    selectors, mcp_names, skills = values["--knowledge-source"], values["--mcp"], values["--skill"]
-    i = 1
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if arg == "--direct":
-            direct = True
-        elif arg == "--no-knowledge":
-            no_knowledge = True
-        elif arg in ("-h", "--help"):
-            want_help = True
-        elif arg.partition("=")[0] in _VALUE_OPTIONS:
-            name, eq, value = arg.partition("=")
-            check, missing = _VALUE_OPTIONS[name]
-            if not eq:
-                if i + 1 >= len(args):
-                    raise LaunchUsageError(f"{name} needs {missing}")
-                i += 1
-                value = args[i]
-            values[name].append(check(value))
-        elif arg == "--no-user-mcp":
-            no_user_mcp = True
-        elif arg == "--no-memory-hooks":
-            no_memory_hooks = True
-        elif arg.startswith("-"):
-            raise LaunchUsageError(
-                f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "
-                f"(ivoai {executor} -- {arg})"
-            )
-        else:
-            break  # first positional: it and everything after it belong to the client
-        i += 1
-    if len(selectors) > LAUNCH_KNOWLEDGE_SOURCES_MAX:
-        raise LaunchUsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
+
+    def unknown(arg: str) -> LaunchUsageError:
+        return LaunchUsageError(
+            f"unknown option {arg!r} for `ivoai {executor}`; put the client's own options after `--` "
+            f"(ivoai {executor} -- {arg})"
+        )
+
+    seen, values, i = scan_options(args, 1, _FLAGS, _VALUE_OPTIONS, unknown)
+    mcp_names, skills = values["--mcp"], values["--skill"]
+    no_user_mcp, no_knowledge = "--no-user-mcp" in seen, "--no-knowledge" in seen
+    selectors = check_knowledge(values["--knowledge-source"], no_knowledge)
     if len(skills) > SKILLS_PER_SESSION_MAX:
         raise LaunchUsageError(f"too many --skill values (limit {SKILLS_PER_SESSION_MAX})")
-    if no_knowledge and selectors:
-        raise LaunchUsageError("--no-knowledge and --knowledge-source exclude each other")
     if len(mcp_names) > LAUNCH_USER_MCP_MAX:
         raise LaunchUsageError(f"too many --mcp values (limit {LAUNCH_USER_MCP_MAX})")
     if no_user_mcp and mcp_names:
         raise LaunchUsageError("--no-user-mcp and --mcp exclude each other")
     return LaunchArgs(
         executor,
-        direct=direct,
-        selectors=tuple(dict.fromkeys(selectors)),
+        direct="--direct" in seen,
+        selectors=selectors,
         no_knowledge=no_knowledge,
         client_args=tuple(args[i:]),
-        help=want_help,
+        help=bool(seen & {"-h", "--help"}),
         mcp_names=tuple(dict.fromkeys(mcp_names)),
         no_user_mcp=no_user_mcp,
-        no_memory_hooks=no_memory_hooks,
+        no_memory_hooks="--no-memory-hooks" in seen,
         skills=tuple(dict.fromkeys(skills)),
     )

@@ -9,8 +9,19 @@ from __future__ import annotations
 import os
 import sys
 
-from ivoai.client.agents.argv import USAGE, parse_launch_args
+from ivoai.client.agents.argv import USAGE, LaunchArgs, parse_launch_args
 from ivoai.common.errors import IvoaiError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` stays unloaded on the launch path
+    from collections.abc import Callable
+    from typing import Protocol, TypeVar
+
+    class _Parsed(Protocol):
+        @property
+        def help(self) -> bool: ...
+
+    _P = TypeVar("_P", bound=_Parsed)
 
 
 def _error(message: str, code: int) -> int:
@@ -22,14 +33,28 @@ def _error(message: str, code: int) -> int:
 
 def run_launch_cli(args: list[str]) -> int:
     """Run `ivoai EXECUTOR [options] [-- ARGS]`; return the exit status (the client's, once it ran)."""
-    try:
-        parsed = parse_launch_args(args)
-        if parsed.help:
-            sys.stdout.write(USAGE)
-            return 0
+
+    def launch(parsed: LaunchArgs) -> int:
         from ivoai.client.agents.launch import run_launch
 
         return run_launch(parsed)
+
+    return run_parsed(args, parse_launch_args, USAGE, launch)
+
+
+def run_parsed(
+    args: list[str], parse: Callable[[list[str]], _P], usage: str, run: Callable[[_P], int]
+) -> int:
+    """Parse `args` and run them (`usage` for `--help`); an error is one line and an exit code.
+
+    Exit codes: the error's own (2 usage, 1 failure), 130 interrupted; a traceback only with IVOAI_DEBUG=1.
+    """
+    try:
+        parsed = parse(args)
+        if parsed.help:
+            sys.stdout.write(usage)
+            return 0
+        return run(parsed)
     except IvoaiError as exc:
         return _error(exc.message, exc.exit_code)
     except KeyboardInterrupt:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ivoai.client.components.errors import ComponentError
-from ivoai.client.components.state import now
+from ivoai.client.components.state import json_object, now
 from ivoai.common.fsio import atomic_write, ensure_private_dir, read_private_file_or_none
 from ivoai.common.jsonio import dumps_bytes
 from ivoai.common.limits import COMPONENT_STATE_MAX_BYTES, UPDATE_SNAPSHOT_MAX_BYTES
@@ -272,13 +271,7 @@ def read_json(paths: XdgPaths, path: Path) -> dict[str, Any] | None:
     raw = read_private_file_or_none(paths.state, path, COMPONENT_STATE_MAX_BYTES)
     if raw is None:
         return None
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ComponentError(f"{path} is not valid JSON; inspect it, then remove it") from None
-    if not isinstance(doc, dict):
-        raise ComponentError(f"{path}: expected a JSON object")
-    return doc
+    return json_object(raw, path, ComponentError, f"{path} is not valid JSON; inspect it, then remove it")
 
 
 def open_journal(paths: XdgPaths) -> Transaction | None:

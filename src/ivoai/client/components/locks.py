@@ -13,13 +13,13 @@ pip's `--require-hashes` then refuses any file whose hash is not listed.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ivoai.client.components.errors import IntegrityError, ManifestError
 from ivoai.client.components.manifest import SHA512_SRI, Pin
+from ivoai.client.components.state import json_object
 from ivoai.common.limits import COMPONENT_LOCK_MAX_BYTES
 
 REGISTRY = "https://registry.npmjs.org/"
@@ -65,13 +65,7 @@ def read_npm_lock(pin: Pin) -> tuple[bytes, bytes]:
 
 
 def _json(where: Path, raw: bytes) -> dict[str, Any]:
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ManifestError(f"{where}: not valid JSON") from None
-    if not isinstance(doc, dict):
-        raise ManifestError(f"{where}: expected a JSON object")
-    return doc
+    return json_object(raw, where, ManifestError, f"{where}: not valid JSON")
 
 
 def check_npm_lock(pin: Pin, package: dict[str, Any], lock: dict[str, Any]) -> None:

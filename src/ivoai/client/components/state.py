@@ -19,9 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ivoai.client.components.errors import ComponentError
 from ivoai.client.config.errors import ConfigSchemaError
+from ivoai.common.errors import IvoaiError
 from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none, remove_stale_staging
 from ivoai.common.jsonio import dumps_bytes
 from ivoai.common.limits import COMPONENT_STATE_MAX_BYTES
@@ -65,6 +67,17 @@ class Installed:
 
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def json_object(raw: bytes, where: Path, error: type[IvoaiError], invalid: str) -> dict[str, Any]:
+    """`raw` parsed as a JSON object; else `error` with the `invalid` message (not JSON) or naming `where`."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise error(invalid) from None
+    if not isinstance(doc, dict):
+        raise error(f"{where}: expected a JSON object")
+    return doc
 
 
 def read_state(paths: XdgPaths) -> dict[str, Installed]:

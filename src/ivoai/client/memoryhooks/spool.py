@@ -27,6 +27,10 @@ from ivoai.client.memoryhooks.locations import HOOKS_DIR, SPOOL_DIR
 from ivoai.common.lightio import open_private_dirs, write_all, write_atomic
 from ivoai.common.limits import MEMORY_HOOK_SPOOL_MAX_BYTES, MEMORY_HOOK_SPOOL_SEGMENT_BYTES
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 ACTIVE = "active.ndjson"
 LOCK = ".lock"
 EVICTED = "evicted.json"
@@ -149,23 +153,28 @@ def _record_eviction(dir_fd: int, events: int, dropped_bytes: int, count: int) -
     write_atomic(dir_fd, EVICTED, json.dumps(current, sort_keys=True).encode())
 
 
-def read_evictions(dir_fd: int) -> dict[str, float]:
-    """`evicted.json` as a dict (empty when nothing was ever evicted or the file is unreadable)."""
+def read_json_object(fd: int, max_bytes: int) -> dict[str, Any]:
+    """The JSON object in the open file `fd` (closed here); {} when it is not one (never blocks a hook)."""
     import json
 
     try:
-        fd = os.open(EVICTED, os.O_RDONLY | _FILE_FLAGS, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return {}
-    try:
-        raw = os.read(fd, 4096)
+        raw = os.read(fd, max_bytes)
     finally:
         os.close(fd)
     try:
         doc = json.loads(raw)
     except ValueError:
         return {}
-    return {k: v for k, v in doc.items() if isinstance(v, int | float)} if isinstance(doc, dict) else {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def read_evictions(dir_fd: int) -> dict[str, float]:
+    """`evicted.json` as a dict (empty when nothing was ever evicted or the file is unreadable)."""
+    try:
+        fd = os.open(EVICTED, os.O_RDONLY | _FILE_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return {}
+    return {k: v for k, v in read_json_object(fd, 4096).items() if isinstance(v, int | float)}
 
 
 def append(

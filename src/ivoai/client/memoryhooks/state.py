@@ -17,6 +17,7 @@ import os
 import time
 
 from ivoai.client.memoryhooks.locations import HOOKS_DIR, STATE_FILE
+from ivoai.client.memoryhooks.spool import read_json_object
 from ivoai.common.lightio import open_private_dirs, write_atomic
 from ivoai.common.limits import MEMORY_HOOK_FLUSH_BACKOFF_MAX_SECONDS
 
@@ -36,15 +37,7 @@ def load(state_root: str) -> dict[str, Any]:
         )
     except OSError:
         return {}
-    try:
-        raw = os.read(fd, STATE_MAX_BYTES)
-    finally:
-        os.close(fd)
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
+    return read_json_object(fd, STATE_MAX_BYTES)
 
 
 def save(state_root: str, doc: dict[str, Any]) -> None:

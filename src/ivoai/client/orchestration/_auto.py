@@ -30,7 +30,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ from ivoai.client.orchestration._signals import HOOK_EVENTS_FILE, Conversation
 from ivoai.client.orchestration._state import read_state
 from ivoai.common.errors import IvoaiError, UsageError
 from ivoai.common.fsio import PRIVATE_FILE_MODE
-from ivoai.common.limits import AUTO_WAIT_MAX_SECONDS, LAUNCH_KNOWLEDGE_SOURCES_MAX
+from ivoai.common.limits import AUTO_WAIT_MAX_SECONDS
 
 ORCHESTRATOR = "ivoai-orchestrator"
 TOOL_TIMEOUT_SECONDS = AUTO_WAIT_MAX_SECONDS + 30  # `orchestration_wait` may block 300 s
@@ -103,54 +103,38 @@ class AutoArgs:
     help: bool = False
 
 
+_AUTO_FLAGS = frozenset({"--no-knowledge", "--direct", "--yes", "-h", "--help"})
+
+
 def parse_auto_args(args: list[str]) -> AutoArgs:
     """Parse the arguments after `ivoai auto` (the first positional starts the client's arguments).
 
     Raises:
         UsageError: an unknown option, a missing value or an invalid planner.
     """
-    from ivoai.client.agents.argv import _check_selector
+    from ivoai.client.agents.argv import _check_selector, check_knowledge, scan_options
 
-    planner, selectors, flags = (
-        "codex",
-        [],
-        {"no_knowledge": False, "direct": False, "yes": False, "help": False},
-    )
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            i += 1
-            break
-        if arg in ("--planner", "--knowledge-source"):
-            if i + 1 >= len(args):
-                raise UsageError(f"{arg} needs a value")
-            value = args[i + 1]
-            i += 1
-            if arg == "--planner":
-                planner = value
-            else:
-                selectors.append(_check_selector(value))
-        elif arg.startswith("--planner="):
-            planner = arg.partition("=")[2]
-        elif arg.startswith("--knowledge-source="):
-            selectors.append(_check_selector(arg.partition("=")[2]))
-        elif arg in ("--no-knowledge", "--direct", "--yes"):
-            flags[arg[2:].replace("-", "_")] = True
-        elif arg in ("-h", "--help"):
-            flags["help"] = True
-        elif arg.startswith("-"):
-            raise UsageError(f"unknown option {arg!r} for `ivoai auto`; put the client's options after `--`")
-        else:
-            break
-        i += 1
+    def unknown(arg: str) -> UsageError:
+        return UsageError(f"unknown option {arg!r} for `ivoai auto`; put the client's options after `--`")
+
+    value_options: dict[str, tuple[Callable[[str], str], str]] = {
+        "--planner": (str, "a value"),
+        "--knowledge-source": (_check_selector, "a value"),
+    }
+    seen, values, i = scan_options(args, 0, _AUTO_FLAGS, value_options, unknown)
+    planner = values["--planner"][-1] if values["--planner"] else "codex"
     if planner not in ("codex", "claude"):
         raise UsageError(f"--planner must be codex or claude, not {planner[:40]!r}")
-    if len(selectors) > LAUNCH_KNOWLEDGE_SOURCES_MAX:
-        raise UsageError(f"too many --knowledge-source values (limit {LAUNCH_KNOWLEDGE_SOURCES_MAX})")
-    if flags["no_knowledge"] and selectors:
-        raise UsageError("--no-knowledge and --knowledge-source exclude each other")
-    return AutoArgs(planner, tuple(dict.fromkeys(selectors)), client_args=tuple(args[i:]), **flags)
+    no_knowledge = "--no-knowledge" in seen
+    return AutoArgs(
+        planner,
+        check_knowledge(values["--knowledge-source"], no_knowledge),
+        no_knowledge=no_knowledge,
+        direct="--direct" in seen,
+        yes="--yes" in seen,
+        client_args=tuple(args[i:]),
+        help=bool(seen & {"-h", "--help"}),
+    )
 
 
 # -- the quota gate --------------------------------------------------------------------------------
@@ -559,20 +543,11 @@ def run_auto(args: AutoArgs, env: Mapping[str, str] | None = None) -> int:
 
         gate = GateReport(planner, args.planner, gate.notes, {**gate.summary, "planner": planner})
         args = replace(args, planner=planner, client_args=())  # the first client's arguments are its own
-    return run_supervised(args, gate, settings, env)
+    return run_supervised(AutoExtension(args, gate, settings, env))
 
 
-def run_supervised(
-    args: AutoArgs,
-    gate: GateReport,
-    settings: AutoSettings,
-    env: Mapping[str, str],
-    *,
-    chain: Any = None,
-    incoming: dict[str, Any] | None = None,
-    conversation: Conversation | None = None,
-) -> int:
-    """Launch the primary under its supervisor; on a confirmed hard limit fail over (see `_failover`).
+def run_supervised(ext: AutoExtension) -> int:
+    """Launch the primary `ext` describes under its supervisor; on a confirmed hard limit fail over.
 
     Returns the exit status of the last primary, or 1 when a failover was refused (the message says
     why and when the limits reset).
@@ -583,7 +558,7 @@ def run_supervised(
     from ivoai.client.orchestration._reap import TerminalState
 
     terminal = TerminalState()
-    ext = AutoExtension(args, gate, settings, env, chain=chain, incoming=incoming, conversation=conversation)
+    args, settings, env = ext.args, ext.settings, ext.env
     while True:
         launch = LaunchArgs(
             ext.args.planner,

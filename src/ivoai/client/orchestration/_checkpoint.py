@@ -30,10 +30,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ivoai.client.orchestration._errors import OrchestrationError
+from ivoai.client.orchestration._state import read_json_doc
 from ivoai.client.sessions.records import check_session_id
 from ivoai.client.workingcontext import ARTIFACT_ID_PATTERN, scan_bytes
 from ivoai.common.errors import IvoaiError
-from ivoai.common.fsio import atomic_write, file_lock, read_private_file_or_none
+from ivoai.common.fsio import atomic_write, file_lock
 from ivoai.common.limits import (
     AUTO_BRIEF_OBJECTIVE_MAX_CHARS,
     AUTO_CHECKPOINT_ITEM_MAX_CHARS,
@@ -193,12 +194,8 @@ def checkpoint_path(chain: str, paths: XdgPaths | None = None) -> Path:
 def read_checkpoint(chain: str, paths: XdgPaths | None = None) -> Checkpoint | None:
     """The chain's last checkpoint, or None (none written, or unreadable)."""
     paths = paths or xdg_paths()
-    try:
-        raw = read_private_file_or_none(paths.state, checkpoint_path(chain, paths), AUTO_CHECKPOINT_MAX_BYTES)
-        doc = json.loads(raw) if raw else None
-    except (IvoaiError, OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return Checkpoint.from_dict(doc) if isinstance(doc, dict) else None
+    doc = read_json_doc(paths.state, checkpoint_path(chain, paths), AUTO_CHECKPOINT_MAX_BYTES)
+    return Checkpoint.from_dict(doc) if doc is not None else None
 
 
 def write_checkpoint(

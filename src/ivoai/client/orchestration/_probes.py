@@ -56,6 +56,8 @@ from ivoai.common.paths import XdgPaths, xdg_paths
 
 CATALOGUE_DIR = "catalogues"
 
+Tiers = Mapping[str, Tier] | None
+
 
 class CatalogueCache:
     """Catalogues per (vendor, client version); tiers are assigned on read (config can change)."""
@@ -129,20 +131,28 @@ def _account_auth(result: Any) -> AuthState:
     return "unknown"
 
 
-def probe_codex(
+def probe_vendor(
+    vendor: str,
     env: Mapping[str, str],
     cache: CatalogueCache,
-    tiers: Mapping[str, Tier] | None = None,
+    tiers: Tiers = None,
     *,
     now: float | None = None,
 ) -> VendorProbe:
-    """Talk to the real `codex app-server`: version, login, quota, catalogue (cached per version)."""
+    """Version, login, quota (Codex only) and catalogue (cached per version) of the real `vendor` client."""
     now = time.time() if now is None else now
-    found = discover("codex", env)
+    found = discover(vendor, env)
     if found is None:
-        return VendorProbe(ProviderFacts("codex", False, note="codex is not installed"), None)
+        return VendorProbe(ProviderFacts(vendor, False, note=f"{vendor} is not installed"), None)
+    return (_probe_codex if vendor == "codex" else _probe_claude)(found[0], env, cache, tiers, now)
+
+
+def _probe_codex(
+    codex: str, env: Mapping[str, str], cache: CatalogueCache, tiers: Tiers, now: float
+) -> VendorProbe:
+    """Talk to the real `codex app-server`: version, login, quota, catalogue."""
     try:
-        with open_app_server(found[0], env) as session:
+        with open_app_server(codex, env) as session:
             version = session.version
             auth = _account_auth(session.request("account/read", {}))
             windows: list[QuotaWindow] = []
@@ -276,24 +286,15 @@ def claude_initialize(
         kill_group(proc)
 
 
-def probe_claude(
-    env: Mapping[str, str],
-    cache: CatalogueCache,
-    tiers: Mapping[str, Tier] | None = None,
-    *,
-    now: float | None = None,
+def _probe_claude(
+    claude: str, env: Mapping[str, str], cache: CatalogueCache, tiers: Tiers, now: float
 ) -> VendorProbe:
-    """Version, login and (cached per version) catalogue of the real `claude`."""
-    now = time.time() if now is None else now
-    found = discover("claude", env)
-    if found is None:
-        return VendorProbe(ProviderFacts("claude", False, note="claude is not installed"), None)
-    code, out = _run([found[0], *EXECUTORS["claude"].version_args], env)
+    """`claude --version`, `claude auth status` and the catalogue of the real `claude`."""
+    code, out = _run([claude, *EXECUTORS["claude"].version_args], env)
     version = out.split(" ", 1)[0].strip() if code == 0 and out[:1].isdigit() else None
     if version is None:
         return VendorProbe(ProviderFacts("claude", False, note="`claude --version` did not answer"), None)
-    auth = claude_auth(found[0], env)
-    claude = found[0]
+    auth = claude_auth(claude, env)
 
     def fetch() -> Catalogue:
         return claude_catalogue(claude_initialize(claude, env), version, now)

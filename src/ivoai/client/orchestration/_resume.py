@@ -25,14 +25,13 @@ checkpoints and failovers continue where they were.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ivoai.client.orchestration._auto import AutoArgs, GateReport, quota_gate, run_supervised
+from ivoai.client.orchestration._auto import AutoArgs, AutoExtension, GateReport, quota_gate, run_supervised
 from ivoai.client.orchestration._checkpoint import Checkpoint, read_checkpoint
 from ivoai.client.orchestration._errors import OrchestrationError, QuotaBlockedError
 from ivoai.client.orchestration._failover import Chain
@@ -40,12 +39,11 @@ from ivoai.client.orchestration._handoff import HandoffContext, build_brief
 from ivoai.client.orchestration._lease import Lease, acquire_lease
 from ivoai.client.orchestration._runtime import Runtime
 from ivoai.client.orchestration._signals import Conversation
-from ivoai.client.orchestration._state import read_state
+from ivoai.client.orchestration._state import read_json_doc, read_state
 from ivoai.client.orchestration._worktree import WorktreeSummary, head_of, summarize_worktree
 from ivoai.client.sessions.procinfo import is_same_process
 from ivoai.client.sessions.records import SessionRecord, SessionStore, check_session_id
 from ivoai.common.errors import IvoaiError, UsageError
-from ivoai.common.fsio import read_private_file_or_none
 from ivoai.common.paths import XdgPaths, xdg_paths
 
 VENDORS = ("codex", "claude")
@@ -102,15 +100,8 @@ def conversation_of(target: Target) -> Conversation | None:
     """The native conversation of the session's primary, from its record or the supervisor's file."""
     doc = target.auto.get("conversation")
     if not isinstance(doc, dict):
-        try:
-            raw = read_private_file_or_none(
-                target.paths.state,
-                target.paths.state / "auto" / f"{target.record.id}.conversation.json",
-                64 * 1024,
-            )
-            doc = json.loads(raw) if raw else None
-        except (IvoaiError, OSError, ValueError):
-            doc = None
+        where = target.paths.state / "auto" / f"{target.record.id}.conversation.json"
+        doc = read_json_doc(target.paths.state, where, 64 * 1024)
     if not isinstance(doc, dict) or doc.get("vendor") not in VENDORS or not isinstance(doc.get("id"), str):
         return None
     transcript = doc.get("transcript") if isinstance(doc.get("transcript"), str) else None
@@ -154,15 +145,11 @@ def _launch(
     chain = Chain(sessions=list(target.chain), lease=lease)
     args = AutoArgs(vendor, yes=yes, client_args=client_args)
     try:
-        return run_supervised(
-            args,
-            gate,
-            load_settings(target.paths),
-            env,
-            chain=chain,
-            incoming=incoming,
-            conversation=conversation,
+        settings = load_settings(target.paths)
+        ext = AutoExtension(
+            args, gate, settings, env, chain=chain, incoming=incoming, conversation=conversation
         )
+        return run_supervised(ext)
     finally:
         lease.release()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from ivoai.client.agents.executors import discover
 from ivoai.client.orchestration._ledger import QuotaLedger
-from ivoai.client.orchestration._probes import CatalogueCache, VendorProbe, probe_claude, probe_codex
+from ivoai.client.orchestration._probes import CatalogueCache, VendorProbe, probe_vendor
 from ivoai.client.orchestration._profiles import VENDOR_CAPABILITIES, ProviderFacts
 from ivoai.client.orchestration._quota import QuotaView
 from ivoai.client.orchestration._settings import AutoSettings
@@ -50,7 +50,7 @@ class Runtime:
 
     def _probe(self, vendor: str) -> VendorProbe:
         tiers = self.settings.model_tiers
-        return (probe_codex if vendor == "codex" else probe_claude)(self.env, self.cache, tiers)
+        return probe_vendor(vendor, self.env, self.cache, tiers)
 
     def _cached_facts(self, vendor: str, view: QuotaView) -> ProviderFacts:
         if vendor in self._probed:

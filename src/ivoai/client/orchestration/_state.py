@@ -42,9 +42,14 @@ def write_state(session_id: str, doc: dict[str, Any], paths: XdgPaths | None = N
 def read_state(session_id: str, paths: XdgPaths | None = None) -> dict[str, Any] | None:
     """The metadata document, or None when there is none (or it is unreadable)."""
     paths = paths or xdg_paths()
+    return read_json_doc(paths.state, state_path(session_id, paths), AUTO_STATE_MAX_BYTES)
+
+
+def read_json_doc(root: Path, path: Path, max_bytes: int) -> dict[str, Any] | None:
+    """The JSON object in the private file `path` below `root`; None when missing, unreadable or not one."""
     try:
-        raw = read_private_file_or_none(paths.state, state_path(session_id, paths), AUTO_STATE_MAX_BYTES)
+        raw = read_private_file_or_none(root, path, max_bytes)
         doc = json.loads(raw) if raw else None
-    except (IvoaiError, OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (IvoaiError, OSError, ValueError):  # ValueError: not UTF-8 or not JSON
         return None
     return doc if isinstance(doc, dict) else None

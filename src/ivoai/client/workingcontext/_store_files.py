@@ -262,35 +262,37 @@ class StoreFiles:
 
     # ------------------------------------------------------------------ every entry
 
-    def walk(self) -> Iterator[tuple[str, ArtifactRef | Problem]]:
-        """Each entry of `objects/` in name order: its ref, or the Problem that makes it untrusted."""
+    def _entries(self, sub: str) -> Iterator[tuple[int, str]]:
+        """(directory fd, name) of each entry of `sub` in name order; none while `sub` does not exist."""
         try:
-            objects_fd = self.open_sub(OBJECTS, create=False)
+            dir_fd = self.open_sub(sub, create=False)
         except FileNotFoundError:
             return
         try:
-            for name in sorted(os.listdir(objects_fd)):
-                try:
-                    validate_artifact_id(name)
-                except ValidationError:
-                    yield (
-                        name,
-                        Problem(name, "unknown entry in objects/ (not an artifact ID)", "unknown_entry"),
-                    )
-                    continue
-                try:
-                    obj_fd = os.open(name, DIR_FLAGS, dir_fd=objects_fd)
-                except FileNotFoundError:
-                    continue  # removed by a concurrent gc
-                except OSError:
-                    yield name, Problem(name, "symlink or not a directory", ArtifactUnsafeError.code)
-                    continue
-                try:
-                    yield name, self._checked_entry(obj_fd, name)
-                finally:
-                    os.close(obj_fd)
+            for name in sorted(os.listdir(dir_fd)):
+                yield dir_fd, name
         finally:
-            os.close(objects_fd)
+            os.close(dir_fd)
+
+    def walk(self) -> Iterator[tuple[str, ArtifactRef | Problem]]:
+        """Each entry of `objects/` in name order: its ref, or the Problem that makes it untrusted."""
+        for objects_fd, name in self._entries(OBJECTS):
+            try:
+                validate_artifact_id(name)
+            except ValidationError:
+                yield name, Problem(name, "unknown entry in objects/ (not an artifact ID)", "unknown_entry")
+                continue
+            try:
+                obj_fd = os.open(name, DIR_FLAGS, dir_fd=objects_fd)
+            except FileNotFoundError:
+                continue  # removed by a concurrent gc
+            except OSError:
+                yield name, Problem(name, "symlink or not a directory", ArtifactUnsafeError.code)
+                continue
+            try:
+                yield name, self._checked_entry(obj_fd, name)
+            finally:
+                os.close(obj_fd)
 
     def _checked_entry(self, obj_fd: int, name: str) -> ArtifactRef | Problem:
         """The ref of the object open at `obj_fd` after checking metadata, modes, size and file names."""
@@ -307,18 +309,11 @@ class StoreFiles:
 
     def staging_entries(self) -> Iterator[tuple[int, str, int]]:
         """(staging dir fd, name, bytes) of each staging entry; the fd stays valid during the step."""
-        try:
-            staging_fd = self.open_sub(STAGING, create=False)
-        except FileNotFoundError:
-            return
-        try:
-            for name in sorted(os.listdir(staging_fd)):
-                size = 0
-                with contextlib.suppress(OSError):
-                    size = os.stat(f"{name}/{PAYLOAD}", dir_fd=staging_fd, follow_symlinks=False).st_size
-                yield staging_fd, name, size
-        finally:
-            os.close(staging_fd)
+        for staging_fd, name in self._entries(STAGING):
+            size = 0
+            with contextlib.suppress(OSError):
+                size = os.stat(f"{name}/{PAYLOAD}", dir_fd=staging_fd, follow_symlinks=False).st_size
+            yield staging_fd, name, size
 
     def root_problems(self) -> list[Problem]:
         """Entries of the root the store does not know (kept and reported, never removed)."""
