@@ -173,6 +173,17 @@ async def test_a_whole_plan_runs_delegated_tasks_in_dependency_order(xdg: XdgPat
         caps = await _call(s, "orchestration_capabilities")
         codex = next(v for v in caps["vendors"] if v["vendor"] == "codex")
         assert codex["auth"] == "authenticated" and any(m["tier"] == "max" for m in codex["models"])
+        assert caps["limits"]["max_tasks"] == 12 and caps["limits"]["workers_hard_cap"] == 3
+        assert caps["limits"]["task_bytes"] == 32 * 1024
+        assert caps["roles"] == {
+            "research": "light",
+            "documentation": "light",
+            "implementation": "balanced",
+            "review": "strong",
+            "security": "strong",
+            "ops": "strong",
+            "synthesis": "strong",
+        }
         planned = await _call(s, "orchestration_plan", plan=_plan())
         assert planned["valid"] and planned["plan_state"] == "approved"
         assert planned["approval"] == "client_tool_prompt"  # this client offers no elicitation

@@ -9,12 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 from ivoai.client.governance import estimate_tokens
 from ivoai.client.orchestration._autoresume import AutoResumer
+from ivoai.client.orchestration._scoring import ROLE_MIN_TIERS
 from ivoai.common.errors import IvoaiError
 from ivoai.common.limits import (
     AUTO_ESCALATION_REASON_MAX_CHARS,
     AUTO_ESCALATION_REASON_MIN_CHARS,
+    AUTO_MAX_TASKS,
+    AUTO_TASK_TEXT_MAX_BYTES,
     AUTO_WAIT_MAX_SECONDS,
     AUTO_WAIT_MIN_SECONDS,
+    AUTO_WORKERS_MAX,
 )
 
 if TYPE_CHECKING:
@@ -71,25 +75,17 @@ def capabilities_view(session: OrchestratorSession) -> dict[str, Any]:
         "approval": "--yes" if session.config.approve else "user",
         "vendors": vendors,
         "limits": {
-            "max_tasks": 12,
+            "max_tasks": AUTO_MAX_TASKS,
             "workers": session.config.workers,
-            "workers_hard_cap": 3,
+            "workers_hard_cap": AUTO_WORKERS_MAX,
             "wait_seconds": [AUTO_WAIT_MIN_SECONDS, AUTO_WAIT_MAX_SECONDS],
             "escalation_reason_chars": [
                 AUTO_ESCALATION_REASON_MIN_CHARS,
                 AUTO_ESCALATION_REASON_MAX_CHARS,
             ],
-            "task_bytes": 32 * 1024,
+            "task_bytes": AUTO_TASK_TEXT_MAX_BYTES,
         },
-        "roles": {
-            "research": "light",
-            "documentation": "light",
-            "implementation": "balanced",
-            "review": "strong",
-            "security": "strong",
-            "ops": "strong",
-            "synthesis": "strong",
-        },
+        "roles": {role: tier.label for role, tier in ROLE_MIN_TIERS.items()},
         "fuse": session.fuse.status(),
         "workers": [e.summary() for e in session.pool.entries()],
     }
