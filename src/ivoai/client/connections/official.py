@@ -51,7 +51,6 @@ _PROBE_ENV_ALLOW = (
     "SSL_CERT_DIR",
     *PROXY_ENV_VARS,
 )
-# Pay-as-you-go keys silently override subscription login (PEERS.md); never pass them on.
 LOGIN_TIMEOUT_SECONDS = 15 * 60.0  # a browser login waits on a human; bounded so nothing hangs forever
 
 

@@ -69,7 +69,7 @@ def open_no_symlinks(dir_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
         FileNotFoundError / OSError: as `os.open`.
     """
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
-    func = _State.syscall or _syscall()
+    func = _syscall()
     if func is not None:
         fd = int(func(_SYS_OPENAT2, dir_fd, os.fsencode(rel), _how(flags), _HOW_SIZE))
         if fd >= 0:
@@ -79,6 +79,6 @@ def open_no_symlinks(dir_fd: int, rel: str, flags: int = os.O_RDONLY) -> int:
             raise UnsafePathError(f"{rel} has a symlink on its path (never followed)")
         if err not in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG):
             raise OSError(err, os.strerror(err), rel)
-        _State.usable = False  # this kernel or sandbox has no usable openat2: walk instead
+        _State.usable = False  # this kernel or sandbox has no usable openat2: walk from now on
         _State.syscall = None
     return open_beneath(dir_fd, rel, flags)

@@ -152,7 +152,7 @@ def to_meta(values: dict[str, str | list[str]], other: set[str]) -> SkillMeta:
     if exclusive is not None and not _ROLE.fullmatch(exclusive):
         raise FrontMatterError(f"field `exclusive-role`: {exclusive[:40]!r} is not a role name")
     lists: dict[str, tuple[str, ...]] = {}
-    for key in sorted(raw_lists) if len(raw_lists) > 1 else raw_lists:
+    for key in sorted(raw_lists):
         pattern, what = _LIST_PATTERNS[key]
         lists[key] = _list(key, raw_lists[key], pattern, what)
     executors = lists.get("executors", ())
